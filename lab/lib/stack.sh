@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: Apache-2.0
+# lab/lib/stack.sh - the patched QEMU and libvirt, built from Debian sources.
+#
+# Depends on: lib/common.sh, lib/deps.sh (install_deps has run)
+# Call order: install_qemu, install_libvirt (each idempotent).
+#
+# Each component is built in $PUMA_CACHE/<pkg>/<key>, where <key> hashes the
+# Debian source version, our patch series and the configure function. The
+# prefix is only published (the "good" stamp and the "current" link) once the
+# build and the install succeeded, so a failed build is never used; the next
+# run resumes it (ninja rebuilds only what is missing).
+
+# resolve_src_version PKG GLOB - newest source version of PKG matching GLOB.
+resolve_src_version()
+{
+	local pkg=$1 glob=$2 v best=
+	for v in $(apt-cache showsrc "$pkg" 2>/dev/null | sed -n 's/^Version: //p'); do
+		# shellcheck disable=SC2254
+		case "$v" in $glob) ;; *) continue ;; esac
+		if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then
+			best=$v
+		fi
+	done
+	[ -n "$best" ] || die "no source package $pkg $glob in the apt sources (is deb-src for trixie configured? run lab/setup)"
+	echo "$best"
+}
+
+# fetch_source PKG VERSION - download the Debian source package into the
+# cache with apt-get source and check it against the archive's checksums.
+# Prints the directory holding the files.
+fetch_source()
+{
+	local pkg=$1 ver=$2 dir=$PUMA_CACHE/src sums f sum
+	mkdir -p "$dir"
+	sums=$(apt-cache showsrc "$pkg" | awk -v ver="$ver" '
+		/^Package:/ { mine = 0 }
+		/^Version:/ { mine = ($2 == ver) }
+		/^Checksums-Sha256:/ { on = mine; next }
+		/^[^ ]/ { on = 0 }
+		on && NF == 3 { print $1, $3 }' | sort -u)
+	[ -n "$sums" ] || die "apt has no checksums for $pkg $ver"
+	if ! echo "$sums" | grep -v '\.dsc$' | (cd "$dir" && sha256sum -c --status - 2>/dev/null); then
+		info "apt-get source $pkg=$ver"
+		# Some mirrors lack the .dsc/.asc; the tarballs are checked below.
+		(cd "$dir" && apt-get source -qq --download-only "$pkg=$ver" >/dev/null 2>&1)
+	fi
+	echo "$sums" | grep -E '\.(tar\.[a-z0-9]+)$' | grep -v '\.asc$' | while read -r sum f; do
+		[ -f "$dir/$f" ] || die "apt-get source $pkg=$ver did not fetch $f"
+		echo "$sum  $dir/$f" | sha256sum -c --status ||
+			die "checksum mismatch for $dir/$f"
+	done || exit 1
+	echo "$dir"
+}
+
+# unpack_source PKG VERSION DEST - orig + debian tarballs, Debian's quilt
+# series applied, the result committed to a git repository so that our
+# series is applied (and can be developed) with git am.
+unpack_source()
+{
+	local pkg=$1 ver=$2 dest=$3 srcdir upver debver orig deb
+	srcdir=$(fetch_source "$pkg" "$ver") || exit 1
+	upver=${ver#*:}; debver=$upver; upver=${upver%-*}
+	orig=$(ls "$srcdir/${pkg}_${upver}.orig.tar."* 2>/dev/null | grep -v '\.asc$' | head -n 1)
+	deb=$(ls "$srcdir/${pkg}_${debver}.debian.tar."* 2>/dev/null | head -n 1)
+	[ -n "$orig" ] && [ -n "$deb" ] || die "source tarballs of $pkg $ver missing in $srcdir"
+	rm -rf "$dest" && mkdir -p "$dest"
+	tar -C "$dest" --strip-components=1 -xf "$orig" || die "cannot unpack $orig"
+	tar -C "$dest" -xf "$deb" || die "cannot unpack $deb"
+	if [ -s "$dest/debian/patches/series" ]; then
+		(cd "$dest" && QUILT_PATCHES=debian/patches quilt push -aq >/dev/null) ||
+			die "Debian's patch series of $pkg $ver does not apply"
+		rm -rf "$dest/.pc"
+	fi
+	git -C "$dest" init -q
+	git -C "$dest" add -A -f . >/dev/null
+	git -C "$dest" -c user.name=puma-lab -c user.email=puma-lab@localhost \
+		commit -q -m "$pkg $ver with Debian's patches" || die "git commit of $pkg failed"
+}
+
+# apply_series TREE SERIESDIR - git am our patches; one clear error naming
+# the patch that does not apply.
+apply_series()
+{
+	local tree=$1 series=$2 p
+	for p in $(series_patches "$series"); do
+		if ! git -C "$tree" -c user.name=puma-lab -c user.email=puma-lab@localhost \
+			am -q --keep-cr "$p" >/dev/null 2>&1; then
+			git -C "$tree" am --abort >/dev/null 2>&1
+			die "patch ${p#"$PUMA_TOP"/} does not apply to $(basename "$tree")"
+		fi
+		info "applied ${p#"$PUMA_TOP"/}"
+	done
+}
+
+# stack_key PKG VERSION SERIESDIR CONFIGURE_FN - cache key for one component.
+stack_key()
+{
+	local pkg=$1 ver=$2 series=$3 configure=$4
+	printf '%s %s %s\n%s\n' "$pkg" "$ver" "$(content_hash "$series")" \
+		"$(declare -f "$configure")" | sha256sum | cut -c1-16
+}
+
+# build_component PKG GLOB SERIESDIR CONFIGURE_FN - the shared pipeline.
+build_component()
+{
+	local pkg=$1 glob=$2 series=$3 configure=$4 ver key base sid log
+	ver=$(resolve_src_version "$pkg" "$glob") || exit 1
+	key=$(stack_key "$pkg" "$ver" "$series" "$configure")
+	base=$PUMA_CACHE/$pkg/$key
+	sid=$(series_id "$series")
+	if [ -f "$base/good" ]; then
+		ln -sfn "$key" "$PUMA_CACHE/$pkg/current"
+		info "$pkg $ver (puma-$sid) is up to date in $base"
+		return 0
+	fi
+	info "building $pkg $ver with series puma-$sid in $base"
+	if [ ! -f "$base/unpacked" ]; then
+		rm -rf "$base"
+		mkdir -p "$base"
+		unpack_source "$pkg" "$ver" "$base/src"
+		apply_series "$base/src" "$series"
+		touch "$base/unpacked"
+	fi
+	log=$base/build.log
+	if ! (cd "$base/src" && "$configure" "$base/prefix" "$sid") >"$log" 2>&1; then
+		tail -n 30 "$log" >&2
+		die "building $pkg failed; full log: $log"
+	fi
+	printf '%s\n' "$ver" >"$base/version"
+	printf 'puma-%s\n' "$sid" >"$base/series-id"
+	touch "$base/good"
+	ln -sfn "$key" "$PUMA_CACHE/$pkg/current"
+	info "$pkg built in $base/prefix"
+}
+
+configure_qemu()
+{
+	local prefix=$1 sid=$2
+	./configure --prefix="$prefix" --python=/usr/bin/python3 \
+		--target-list=x86_64-softmmu --with-pkgversion="puma-$sid" \
+		--disable-download --disable-docs --disable-werror \
+		--disable-install-blobs \
+		--without-default-features --enable-tools --enable-kvm \
+		--enable-tcg --enable-linux-aio --enable-linux-io-uring \
+		--enable-zstd --enable-attr --enable-virtfs --enable-cap-ng ||
+		return 1
+	ninja -C build -j"$(nproc)" && ninja -C build install || return 1
+	# Debian's source drops prebuilt firmware: build the x86 option ROMs
+	# (-kernel boot, vapic) as Debian does, and use Debian's SeaBIOS/iPXE.
+	env -u ELF_PACKAGE_METADATA make -C build/pc-bios/optionrom || return 1
+	install -m0644 -t "$prefix/share/qemu" build/pc-bios/optionrom/*.bin
+	ln -sf /usr/share/seabios/bios-256k.bin /usr/share/seabios/bios.bin \
+		"$prefix/share/qemu/"
+	ln -sf /usr/lib/ipxe/qemu/efi-virtio.rom "$prefix/share/qemu/"
+	ln -sf /usr/share/seabios/vgabios-stdvga.bin "$prefix/share/qemu/"
+}
+
+configure_libvirt()
+{
+	local prefix=$1 sid=$2
+	meson setup build --prefix="$prefix" --libdir=lib \
+		-Dpackager=puma -Dpackager_version="puma-$sid" \
+		-Ddocs=disabled -Dtests=disabled -Dinit_script=none \
+		-Ddriver_qemu=enabled -Ddriver_remote=enabled \
+		-Ddriver_libvirtd=enabled -Ddriver_network=disabled \
+		-Ddriver_lxc=disabled -Ddriver_ch=disabled -Ddriver_vbox=disabled \
+		-Ddriver_esx=disabled -Ddriver_hyperv=disabled \
+		-Ddriver_libxl=disabled -Ddriver_openvz=disabled \
+		-Ddriver_vmware=disabled -Ddriver_vz=disabled \
+		-Ddriver_bhyve=disabled -Ddriver_interface=disabled \
+		-Dqemu_user=root -Dqemu_group=root \
+		-Dfirewalld=disabled -Dapparmor=disabled -Dselinux=disabled \
+		-Dsecdriver_apparmor=disabled -Dsecdriver_selinux=disabled \
+		-Dstorage_disk=disabled -Dstorage_lvm=disabled \
+		-Dstorage_iscsi=disabled -Dstorage_mpath=disabled \
+		-Dstorage_rbd=disabled -Dstorage_gluster=disabled \
+		-Dstorage_zfs=disabled -Dstorage_vstorage=disabled \
+		-Dsasl=disabled -Dpolkit=disabled -Dwireshark_dissector=disabled \
+		-Dnss=disabled -Dlibssh=disabled -Dlibssh2=disabled \
+		-Dnumactl=disabled -Dfuse=disabled -Dudev=disabled \
+		-Dcapng=enabled || return 1
+	ninja -C build -j"$(nproc)" && ninja -C build install
+}
+
+install_qemu()
+{
+	build_component "$QEMU_SRC_PKG" "$QEMU_SRC_VERSION_GLOB" \
+		"$PUMA_TOP/qemu-patches" configure_qemu
+}
+
+install_libvirt()
+{
+	build_component "$LIBVIRT_SRC_PKG" "$LIBVIRT_SRC_VERSION_GLOB" \
+		"$PUMA_TOP/libvirt-patches" configure_libvirt
+}

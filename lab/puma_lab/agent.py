@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Run commands in a guest through qemu-guest-agent.
+
+The agent speaks JSON over a virtio-serial port.  The lab reaches it either
+directly through the unix socket QEMU exposes (guests started by
+:mod:`puma_lab.vm`) or through libvirt (``virsh qemu-agent-command``) for
+guests libvirt manages, which keeps working across migrations.
+"""
+
+import base64
+import json
+import random
+import socket
+import subprocess
+import time
+
+from puma_lab import errors
+
+
+class SocketTransport:
+    """One request/response per connection on QEMU's agent chardev."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __call__(self, cmd, timeout):
+        deadline = time.monotonic() + timeout
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(self.path)
+            f = s.makefile('rwb')
+            # guest-sync flushes whatever a previous client left behind.
+            token = random.randrange(1, 2 ** 31)
+            self._send(f, {'execute': 'guest-sync',
+                           'arguments': {'id': token}})
+            while self._recv(f, deadline).get('return') != token:
+                pass
+            self._send(f, cmd)
+            return self._recv(f, deadline)
+
+    @staticmethod
+    def _send(f, obj):
+        f.write(json.dumps(obj).encode() + b'\n')
+        f.flush()
+
+    @staticmethod
+    def _recv(f, deadline):
+        while time.monotonic() < deadline:
+            line = f.readline()
+            if not line:
+                raise errors.LabError('guest agent closed the connection')
+            line = line.strip(b'\xff \r\n')
+            if line:
+                return json.loads(line)
+        raise errors.LabError('guest agent did not answer in time')
+
+
+class VirshTransport:
+    """The agent of a libvirt domain, through virsh."""
+
+    def __init__(self, virsh, domain):
+        self.virsh = virsh
+        self.domain = domain
+
+    def __call__(self, cmd, timeout):
+        out = self.virsh('qemu-agent-command', self.domain,
+                         '--timeout', str(int(max(timeout, 1))),
+                         json.dumps(cmd), timeout=timeout + 10)
+        return json.loads(out)
+
+
+class ExecResult:
+    def __init__(self, rc, out, err):
+        self.rc, self.out, self.err = rc, out, err
+
+    def __repr__(self):
+        return 'ExecResult(rc=%r, out=%r, err=%r)' % (self.rc, self.out,
+                                                      self.err)
+
+
+class GuestAgent:
+    """Commands in the guest, with their output and exit status."""
+
+    def __init__(self, transport, name):
+        self.transport = transport
+        self.name = name
+
+    def request(self, execute, timeout=10, **arguments):
+        cmd = {'execute': execute}
+        if arguments:
+            cmd['arguments'] = arguments
+        try:
+            reply = self.transport(cmd, timeout)
+        except (OSError, ValueError, subprocess.SubprocessError) as e:
+            raise errors.LabError('guest %s: agent %s failed: %s'
+                                  % (self.name, execute, e)) from e
+        if 'error' in reply:
+            raise errors.LabError('guest %s: agent %s: %s'
+                                  % (self.name, execute,
+                                     reply['error'].get('desc')))
+        return reply.get('return')
+
+    def ping(self, timeout=2):
+        try:
+            self.request('guest-ping', timeout=timeout)
+            return True
+        except errors.LabError:
+            return False
+
+    def spawn(self, command):
+        """Start ``sh -c COMMAND`` in the guest; returns its pid."""
+        ret = self.request('guest-exec', path='/bin/sh',
+                           arg=['-c', command], **{'capture-output': True})
+        return ret['pid']
+
+    def status(self, pid):
+        """None while running, else an ExecResult."""
+        st = self.request('guest-exec-status', pid=pid)
+        if not st.get('exited'):
+            return None
+        out = base64.b64decode(st.get('out-data', '')).decode(errors='replace')
+        err = base64.b64decode(st.get('err-data', '')).decode(errors='replace')
+        return ExecResult(st.get('exitcode', -st.get('signal', 0)), out, err)
+
+    def wait(self, pid, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            res = self.status(pid)
+            if res is not None:
+                return res
+            time.sleep(0.2)
+        raise errors.LabError('guest %s: command pid %d still running after '
+                              '%ds' % (self.name, pid, timeout))
+
+    def run(self, command, timeout=60, check=True):
+        """Run COMMAND to completion; raise on a non-zero exit if CHECK."""
+        res = self.wait(self.spawn(command), timeout)
+        if check and res.rc != 0:
+            raise errors.LabError('guest %s: %r exited %s: %s%s'
+                                  % (self.name, command, res.rc, res.out,
+                                     res.err))
+        return res

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: Apache-2.0
+"""libvirt domain XML for lab guests (TCG, direct kernel boot)."""
+
+from xml.sax import saxutils
+
+from puma_lab import paths
+
+_TEMPLATE = """<domain type='qemu'>
+  <name>{name}</name>
+  <memory unit='MiB'>{mem_mb}</memory>
+  <vcpu>{vcpus}</vcpu>
+  <os>
+    <type arch='x86_64' machine='q35'>hvm</type>
+    <kernel>{vmlinuz}</kernel>
+    <initrd>{initrd}</initrd>
+    <cmdline>{cmdline}</cmdline>
+  </os>
+  <features><acpi/></features>
+  <on_poweroff>destroy</on_poweroff>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>{emulator}</emulator>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='raw' cache='none'/>
+      <source file='{root}'/>
+      <target dev='vda' bus='virtio'/>
+      <readonly/>
+    </disk>
+    <serial type='file'>
+      <source path='{console}' append='on'/>
+      <target port='0'/>
+    </serial>
+    <channel type='unix'>
+      <target type='virtio' name='org.qemu.guest_agent.0'/>
+    </channel>
+    <video><model type='none'/></video>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+"""
+
+
+def guest_xml(name, kernel, console, mem_mb=512, vcpus=1, append=''):
+    """Domain XML booting lab KERNEL (a paths.Kernel) with the lab image.
+
+    CONSOLE is a path both source and destination hosts can write, so the
+    serial log of a migrated guest stays in one file.
+    """
+    cmdline = 'console=ttyS0 loglevel=4 puma.root=/dev/vda ' \
+              'puma.hostname=%s %s' % (name, append)
+    q = saxutils.escape
+    return _TEMPLATE.format(
+        name=q(name), mem_mb=int(mem_mb), vcpus=int(vcpus),
+        vmlinuz=q(kernel.vmlinuz), initrd=q(kernel.initrd),
+        cmdline=q(cmdline.strip()), emulator=q(paths.qemu_binary()),
+        root=q(paths.root_image()), console=q(console))

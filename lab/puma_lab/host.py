@@ -1,0 +1,122 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Emulated hosts: a network namespace with its own libvirtd.
+
+Each host gets a namespace ``puma-N-NAME`` joined to the lab bridge by a
+veth pair, an address on the lab subnet, and a libvirtd from the patched
+build running in a private mount namespace where libvirt's config, state,
+run, log and cache directories are bind mounts of the host's own
+directories.  virsh for the host runs in the same namespaces (nsenter), so
+it talks to that host's libvirtd exactly as on a real machine.
+"""
+
+import os
+import subprocess
+import time
+import uuid
+
+from puma_lab import errors
+from puma_lab import netns
+from puma_lab import paths
+
+# Directories libvirt uses under its prefix, and the host's own copy.
+LIBVIRT_DIRS = (('etc', 'etc/libvirt'), ('lib', 'var/lib/libvirt'),
+                ('run', 'var/run/libvirt'), ('log', 'var/log/libvirt'),
+                ('cache', 'var/cache/libvirt'))
+READY_TIMEOUT = 60
+
+
+class Host:
+    """One emulated compute host."""
+
+    def __init__(self, lab, name):
+        self.lab = lab
+        self.name = name
+        self.index = lab.next_index()
+        self.ns = '%s-%s' % (lab.ns, name)
+        self.addr = lab.host_addr(self.index)
+        self.dir = lab.path('host-' + name)
+        self.prefix = paths.libvirt_prefix()
+        self.uuid = str(uuid.uuid4())
+        self.proc = None
+
+    @property
+    def uri(self):
+        """URI other hosts use to reach this host's libvirtd."""
+        return 'qemu+tcp://%s/system' % self.addr
+
+    def _write_config(self):
+        etc = os.path.join(self.dir, 'etc')
+        log = os.path.join(self.prefix, 'var/log/libvirt')
+        with open(os.path.join(etc, 'libvirtd.conf'), 'w') as f:
+            f.write('listen_tls = 0\nlisten_tcp = 1\n'
+                    'listen_addr = "%s"\nauth_tcp = "none"\n'
+                    'auth_unix_rw = "none"\nhost_uuid = "%s"\n'
+                    'log_outputs = "3:file:%s/libvirtd.log"\n'
+                    % (self.addr, self.uuid, log))
+        with open(os.path.join(etc, 'qemu.conf'), 'w') as f:
+            f.write('user = "root"\ngroup = "root"\n'
+                    'dynamic_ownership = 0\nremember_owner = 0\n'
+                    'security_driver = "none"\nstdio_handler = "file"\n'
+                    'namespaces = [ ]\ncgroup_controllers = [ ]\n'
+                    'migration_address = "%s"\nmigration_host = "%s"\n'
+                    % (self.addr, self.addr))
+
+    def start(self):
+        for sub, _target in LIBVIRT_DIRS:
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        self._write_config()
+        netns.add(self.ns)
+        netns.add_veth(self.ns, 'eth0', self.lab.ns, 'v%s' % self.index)
+        netns.run('ip', 'link', 'set', 'v%s' % self.index, 'master', 'br0',
+                  'up', ns=self.lab.ns)
+        netns.set_addr(self.ns, 'eth0', self.addr + '/24')
+        binds = []
+        for sub, target in LIBVIRT_DIRS:
+            target = os.path.join(self.prefix, target)
+            os.makedirs(target, exist_ok=True)
+            binds.append('mount --bind %s %s' % (os.path.join(self.dir, sub),
+                                                 target))
+        script = ' && '.join(['mount --make-rprivate /'] + binds) + \
+            ' && exec %s/sbin/libvirtd --listen' % self.prefix
+        with open(os.path.join(self.dir, 'log', 'stdio.log'), 'w') as log:
+            self.proc = subprocess.Popen(
+                ['ip', 'netns', 'exec', self.ns, 'unshare', '--mount',
+                 '--propagation', 'private', 'sh', '-c', script],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        self.lab.register(self, 'host')
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise errors.LabError('host %s: libvirtd exited with %d; see '
+                                      '%s/log' % (self.name,
+                                                  self.proc.returncode,
+                                                  self.dir))
+            try:
+                self.virsh('version', timeout=20)
+                return self
+            except errors.LabError:
+                time.sleep(0.5)
+        raise errors.LabError('host %s: libvirtd not ready within %ds'
+                              % (self.name, READY_TIMEOUT))
+
+    def virsh(self, *args, timeout=60, check=True):
+        """virsh in this host's namespaces, connected to its libvirtd."""
+        if self.proc is None:
+            raise errors.LabError('host %s is not started' % self.name)
+        return netns.run('nsenter', '-t', str(self.proc.pid), '-m', '-n',
+                         os.path.join(self.prefix, 'bin', 'virsh'),
+                         '-c', 'qemu:///system', *args, timeout=timeout,
+                         check=check)
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        doms = self.virsh('list', '--name', check=False, timeout=20)
+        for dom in doms.split():
+            self.virsh('destroy', dom, check=False, timeout=30)
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

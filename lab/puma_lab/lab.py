@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A lab: one switch namespace with a bridge, guests and emulated hosts.
+
+Everything a lab makes is named after its number (namespaces ``puma-N``,
+``puma-N-HOST``; taps ``ptN...``) and lives under its run directory, so
+:meth:`Lab.teardown` and :func:`cleanup_all` remove exactly that, also
+after a test failed half-way.
+"""
+
+import os
+import shutil
+
+from puma_lab import errors
+from puma_lab import netns
+from puma_lab import paths
+
+SUBNET = '10.77.0.%d'
+
+
+def _free_num():
+    used = set()
+    for ns in netns.names():
+        part = ns[len(netns.PREFIX):].split('-')[0]
+        if part.isdigit():
+            used.add(int(part))
+    n = 1
+    while n in used:
+        n += 1
+    return n
+
+
+class Lab:
+    """Context manager: ``with Lab('name') as lab: ...``."""
+
+    def __init__(self, name='lab', keep_logs=None):
+        self.name = name
+        self.num = _free_num()
+        self.ns = '%s%d' % (netns.PREFIX, self.num)
+        self.dir = os.path.join(paths.RUN, '%d-%s' % (self.num, name))
+        self.logs = keep_logs
+        self._index = 0
+        self.guests = []
+        self.hosts = []
+
+    def __enter__(self):
+        return self.setup()
+
+    def __exit__(self, *exc):
+        self.teardown()
+
+    def setup(self):
+        if os.path.exists(self.dir):
+            shutil.rmtree(self.dir)
+        os.makedirs(self.dir)
+        netns.add(self.ns)
+        netns.add_bridge(self.ns)
+        return self
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def next_index(self):
+        self._index += 1
+        return self._index
+
+    @staticmethod
+    def guest_addr(index, nic):
+        if nic:
+            raise errors.LabError('one lab NIC per guest is supported')
+        return (SUBNET % (100 + index)) + '/24'
+
+    def guest_mac(self, index, nic):
+        return '52:54:00:%02x:%02x:%02x' % (self.num, index, nic)
+
+    def host_addr(self, index):
+        return SUBNET % (10 + index)
+
+    def register(self, thing, kind):
+        (self.hosts if kind == 'host' else self.guests).append(thing)
+
+    def teardown(self):
+        """Stop guests and hosts, delete namespaces, keep or drop logs."""
+        problems = []
+        for g in reversed(self.guests):
+            try:
+                g.stop()
+            except Exception as e:  # noqa: B902 - teardown goes on
+                problems.append('guest %s: %s' % (g.name, e))
+        for h in reversed(self.hosts):
+            try:
+                h.stop()
+            except Exception as e:  # noqa: B902 - teardown goes on
+                problems.append('host %s: %s' % (h.name, e))
+        for ns in netns.names():
+            if ns == self.ns or ns.startswith(self.ns + '-'):
+                netns.delete(ns)
+        if self.logs:
+            _save_logs(self.dir, os.path.join(self.logs, os.path.basename(
+                self.dir)))
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if problems:
+            raise errors.LabError('teardown: ' + '; '.join(problems))
+
+
+def _save_logs(src, dest):
+    """Copy console and daemon logs (not sockets or disks) to DEST."""
+    for root, _dirs, files in os.walk(src):
+        for f in files:
+            if f.endswith('.log'):
+                rel = os.path.relpath(os.path.join(root, f), src)
+                os.makedirs(os.path.dirname(os.path.join(dest, rel)),
+                            exist_ok=True)
+                shutil.copy(os.path.join(root, f), os.path.join(dest, rel))
+
+
+def cleanup_all():
+    """Remove every lab namespace (ending its processes) and run dir."""
+    for ns in netns.names():
+        netns.delete(ns)
+    shutil.rmtree(paths.RUN, ignore_errors=True)
+
+
+def leftovers():
+    """What a lab left behind: namespaces, run files, QEMU/libvirtd processes."""
+    found = ['netns %s' % ns for ns in netns.names()]
+    if os.path.isdir(paths.RUN) and os.listdir(paths.RUN):
+        found.append('files in %s: %s' % (paths.RUN,
+                                           ', '.join(os.listdir(paths.RUN))))
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                cmd = f.read().split(b'\0')
+        except OSError:
+            continue
+        exe = os.path.basename(cmd[0].decode(errors='replace'))
+        if exe in ('qemu-system-x86_64', 'libvirtd') and \
+                paths.CACHE.encode() in b' '.join(cmd):
+            found.append('process %s %s' % (pid, exe))
+    return found

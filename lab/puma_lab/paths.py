@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Where lab/setup put the built stack, the guest kernels and the image."""
+
+import dataclasses
+import os
+
+from puma_lab import errors
+
+CACHE = os.environ.get('PUMA_CACHE', '/var/cache/puma')
+RUN = os.environ.get('PUMA_RUN', '/run/puma-lab')
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+KERNELS = ('6.1', '6.12')
+
+
+def _built(component):
+    base = os.path.join(CACHE, component, 'current')
+    if not os.path.exists(os.path.join(base, 'good')):
+        raise errors.LabError(
+            '%s is not built in %s (run lab/setup stack)' % (component, base))
+    return os.path.realpath(base)
+
+
+def qemu_prefix():
+    """Prefix of the patched QEMU build."""
+    return os.path.join(_built('qemu'), 'prefix')
+
+
+def libvirt_prefix():
+    """Prefix of the patched libvirt build."""
+    return os.path.join(_built('libvirt'), 'prefix')
+
+
+def series_id(component):
+    """The patch series id ('puma-empty', 'puma-<hash>') built into it."""
+    with open(os.path.join(_built(component), 'series-id')) as f:
+        return f.read().strip()
+
+
+def qemu_binary():
+    return os.path.join(qemu_prefix(), 'bin', 'qemu-system-x86_64')
+
+
+def qemu_img():
+    return os.path.join(qemu_prefix(), 'bin', 'qemu-img')
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """One unpacked Debian guest kernel and its initramfs."""
+
+    name: str
+    release: str
+    root: str
+
+    @property
+    def vmlinuz(self):
+        return os.path.join(self.root, 'boot', 'vmlinuz-' + self.release)
+
+    @property
+    def kdir(self):
+        return os.path.join(self.root, 'usr', 'src',
+                            'linux-headers-' + self.release)
+
+    @property
+    def initrd(self):
+        return os.path.join(image_dir(), 'initrd-%s.img' % self.name)
+
+
+def kernel(name):
+    """The guest kernel called NAME ('6.1' or '6.12')."""
+    if name not in KERNELS:
+        raise errors.LabError('unknown guest kernel %r (known: %s)'
+                              % (name, ', '.join(KERNELS)))
+    base = os.path.join(CACHE, 'kernels', name)
+    if not os.path.exists(os.path.join(base, 'good')):
+        raise errors.LabError('guest kernel %s is not installed '
+                              '(run lab/setup kernels)' % name)
+    with open(os.path.join(base, 'release')) as f:
+        release = f.read().strip()
+    return Kernel(name, release, os.path.join(base, 'root'))
+
+
+def image_dir():
+    base = os.path.join(CACHE, 'image', 'current')
+    if not os.path.exists(os.path.join(base, 'good')):
+        raise errors.LabError('the guest image is not built in %s '
+                              '(run lab/setup image)' % base)
+    return os.path.realpath(base)
+
+
+def root_image():
+    return os.path.join(image_dir(), 'root.img')

@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The domain XML the lab hands to libvirt."""
+
+from xml.etree import ElementTree
+
+from puma_lab import domain
+from puma_lab import paths
+
+
+
+
+def test_guest_xml_boots_the_lab_kernel(monkeypatch):
+    monkeypatch.setattr(paths, 'qemu_binary', lambda: '/q/bin/qemu')
+    monkeypatch.setattr(paths, 'root_image', lambda: '/img/root.img')
+    monkeypatch.setattr(paths, 'image_dir', lambda: '/img')
+    k = paths.Kernel('6.12', '6.12.95+deb12-amd64', '/k')
+    xml = domain.guest_xml("g<1>", k, '/run/c.log', mem_mb=384, vcpus=2,
+                           append='x=1')
+    root = ElementTree.fromstring(xml)
+    assert root.get('type') == 'qemu'
+    assert root.findtext('name') == 'g<1>'
+    assert root.findtext('memory') == '384'
+    assert root.findtext('vcpu') == '2'
+    assert root.findtext('os/kernel') == \
+        '/k/boot/vmlinuz-6.12.95+deb12-amd64'
+    assert root.findtext('os/initrd') == '/img/initrd-6.12.img'
+    assert root.findtext('os/cmdline').endswith('puma.hostname=g<1> x=1')
+    disk = root.find('devices/disk')
+    assert disk.find('source').get('file') == '/img/root.img'
+    assert disk.find('readonly') is not None
+    assert root.find('devices/serial/source').get('path') == '/run/c.log'
+    assert root.findtext('devices/emulator') == '/q/bin/qemu'
