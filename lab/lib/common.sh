@@ -85,3 +85,29 @@ series_patches()
 		echo "$dir/$line"
 	done <"$dir/series"
 }
+
+# newest_version GLOB - the highest Debian version read on stdin (one per
+# line) that matches GLOB; nothing if none does.
+newest_version()
+{
+	local glob=$1 v best=
+	while read -r v; do
+		# shellcheck disable=SC2254
+		case "$v" in $glob) ;; *) continue ;; esac
+		if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then
+			best=$v
+		fi
+	done
+	[ -z "$best" ] || echo "$best"
+}
+
+# prune_cache DIR KEEP - remove the other builds in DIR (a component's cache
+# folder), keeping KEEP and anything matching base-* (shared inputs).
+prune_cache()
+{
+	local dir=$1 keep=$2 d
+	for d in "$dir"/*; do
+		case "${d##*/}" in "$keep"|current|base-*) continue ;; esac
+		[ -d "$d" ] && rm -rf "$d"
+	done
+}

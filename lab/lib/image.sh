@@ -20,11 +20,11 @@
 PUMA_IMAGE_SH=${BASH_SOURCE[0]}
 PUMA_GUEST_SUITE=bookworm
 PUMA_GUEST_MIRROR=http://deb.debian.org/debian
-PUMA_GUEST_PACKAGES="fio,stress-ng,qemu-guest-agent,kmod,iproute2,procps,xfsprogs,util-linux,e2fsprogs"
+PUMA_GUEST_PACKAGES="fio,stress-ng,qemu-guest-agent,kmod,iproute2,iputils-ping,procps,xfsprogs,util-linux,e2fsprogs"
 # Modules the guests load (with their dependencies from modules.dep).
 PUMA_GUEST_MODULES="virtio_pci virtio_blk virtio_net virtio_console virtio_balloon
-	virtio_rng ext4 xfs overlay 9p 9pnet_virtio"
-PUMA_INITRD_MODULES="virtio_pci virtio_blk ext4 overlay"
+	virtio_rng crc32c_generic ext4 xfs overlay 9p 9pnet_virtio"
+PUMA_INITRD_MODULES="virtio_pci virtio_blk crc32c_generic ext4 overlay"
 
 install_guest_base()
 {
@@ -124,5 +124,6 @@ install_image()
 	rm -rf "$stage"
 	touch "$dir/good"
 	ln -sfn "$key" "$PUMA_CACHE/image/current"
+	prune_cache "$PUMA_CACHE/image" "$key"
 	info "guest image ready: $dir/root.img (${size} MiB of files)"
 }

@@ -21,13 +21,10 @@ check_kernel_name()
 # kernel_meta_version NAME - newest linux-image-amd64 for upstream series NAME.
 kernel_meta_version()
 {
-	local name=$1 v best=
-	for v in $(apt-cache madison linux-image-amd64 | awk -F'|' '/Packages$/ {gsub(/ /, "", $2); print $2}'); do
-		case "$v" in "$name".*) ;; *) continue ;; esac
-		if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then
-			best=$v
-		fi
-	done
+	local name=$1 best
+	best=$(apt-cache madison linux-image-amd64 |
+		awk -F'|' '/Packages$/ {gsub(/ /, "", $2); print $2}' |
+		newest_version "$name.*")
 	[ -n "$best" ] || die "no linux-image-amd64 $name.x in the apt sources (run lab/setup deps)"
 	echo "$best"
 }

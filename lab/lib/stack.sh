@@ -13,14 +13,9 @@
 # resolve_src_version PKG GLOB - newest source version of PKG matching GLOB.
 resolve_src_version()
 {
-	local pkg=$1 glob=$2 v best=
-	for v in $(apt-cache showsrc "$pkg" 2>/dev/null | sed -n 's/^Version: //p'); do
-		# shellcheck disable=SC2254
-		case "$v" in $glob) ;; *) continue ;; esac
-		if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then
-			best=$v
-		fi
-	done
+	local pkg=$1 glob=$2 best
+	best=$(apt-cache showsrc "$pkg" 2>/dev/null | sed -n 's/^Version: //p' |
+		newest_version "$glob")
 	[ -n "$best" ] || die "no source package $pkg $glob in the apt sources (is deb-src for trixie configured? run lab/setup)"
 	echo "$best"
 }
@@ -39,7 +34,7 @@ fetch_source()
 		/^[^ ]/ { on = 0 }
 		on && NF == 3 { print $1, $3 }' | sort -u)
 	[ -n "$sums" ] || die "apt has no checksums for $pkg $ver"
-	if ! echo "$sums" | grep -v '\.dsc$' | (cd "$dir" && sha256sum -c --status - 2>/dev/null); then
+	if ! echo "$sums" | grep -vE '\.(dsc|asc)$' | (cd "$dir" && sha256sum -c --status - 2>/dev/null); then
 		info "apt-get source $pkg=$ver"
 		# Some mirrors lack the .dsc/.asc; the tarballs are checked below.
 		(cd "$dir" && apt-get source -qq --download-only "$pkg=$ver" >/dev/null 2>&1)
@@ -130,6 +125,7 @@ build_component()
 	printf 'puma-%s\n' "$sid" >"$base/series-id"
 	touch "$base/good"
 	ln -sfn "$key" "$PUMA_CACHE/$pkg/current"
+	prune_cache "$PUMA_CACHE/$pkg" "$key"
 	info "$pkg built in $base/prefix"
 }
 
@@ -158,7 +154,9 @@ configure_qemu()
 configure_libvirt()
 {
 	local prefix=$1 sid=$2
+	# runstatedir defaults to /run even with a prefix: keep it inside.
 	meson setup build --prefix="$prefix" --libdir=lib \
+		-Drunstatedir="$prefix/var/run" \
 		-Dpackager=puma -Dpackager_version="puma-$sid" \
 		-Ddocs=disabled -Dtests=disabled -Dinit_script=none \
 		-Ddriver_qemu=enabled -Ddriver_remote=enabled \

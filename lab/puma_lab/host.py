@@ -76,8 +76,10 @@ class Host:
             os.makedirs(target, exist_ok=True)
             binds.append('mount --bind %s %s' % (os.path.join(self.dir, sub),
                                                  target))
+        # The default pid file sits outside var/run/libvirt: keep it in.
         script = ' && '.join(['mount --make-rprivate /'] + binds) + \
-            ' && exec %s/sbin/libvirtd --listen' % self.prefix
+            ' && exec %s/sbin/libvirtd --listen --pid-file ' \
+            '%s/var/run/libvirt/libvirtd.pid' % (self.prefix, self.prefix)
         with open(os.path.join(self.dir, 'log', 'stdio.log'), 'w') as log:
             self.proc = subprocess.Popen(
                 ['ip', 'netns', 'exec', self.ns, 'unshare', '--mount',
@@ -85,6 +87,7 @@ class Host:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.lab.register(self, 'host')
         deadline = time.monotonic() + READY_TIMEOUT
+        last = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise errors.LabError('host %s: libvirtd exited with %d; see '
@@ -94,10 +97,11 @@ class Host:
             try:
                 self.virsh('version', timeout=20)
                 return self
-            except errors.LabError:
+            except errors.LabError as e:
+                last = e
                 time.sleep(0.5)
-        raise errors.LabError('host %s: libvirtd not ready within %ds'
-                              % (self.name, READY_TIMEOUT))
+        raise errors.LabError('host %s: libvirtd not ready within %ds: %s'
+                              % (self.name, READY_TIMEOUT, last))
 
     def virsh(self, *args, timeout=60, check=True):
         """virsh in this host's namespaces, connected to its libvirtd."""
@@ -105,7 +109,8 @@ class Host:
             raise errors.LabError('host %s is not started' % self.name)
         return netns.run('nsenter', '-t', str(self.proc.pid), '-m', '-n',
                          os.path.join(self.prefix, 'bin', 'virsh'),
-                         '-c', 'qemu:///system', *args, timeout=timeout,
+                         '-c', 'qemu:///system?mode=legacy', *args,
+                         timeout=timeout,
                          check=check)
 
     def stop(self):

@@ -121,11 +121,11 @@ def cleanup_all():
 
 
 def leftovers():
-    """What a lab left behind: namespaces, run files, QEMU/libvirtd processes."""
+    """What labs left behind: namespaces, run files, QEMU/libvirtd."""
     found = ['netns %s' % ns for ns in netns.names()]
     if os.path.isdir(paths.RUN) and os.listdir(paths.RUN):
-        found.append('files in %s: %s' % (paths.RUN,
-                                           ', '.join(os.listdir(paths.RUN))))
+        found.append('files in %s: %s'
+                     % (paths.RUN, ', '.join(os.listdir(paths.RUN))))
     for pid in os.listdir('/proc'):
         if not pid.isdigit():
             continue

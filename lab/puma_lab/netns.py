@@ -24,8 +24,8 @@ def run(*cmd, ns=None, check=True, timeout=60, input=None):
         p = subprocess.run(argv, capture_output=True, text=True,
                            timeout=timeout, input=input)
     except subprocess.TimeoutExpired as e:
-        raise errors.LabError('%s timed out after %ss' % (' '.join(argv),
-                                                         timeout)) from e
+        raise errors.LabError('%s timed out after %ss'
+                              % (' '.join(argv), timeout)) from e
     if check and p.returncode != 0:
         raise errors.LabError('%s failed (%d): %s'
                               % (' '.join(argv), p.returncode,
@@ -54,7 +54,7 @@ def add(ns):
 
 
 def kill_all(ns, grace=5.0):
-    """End every process in NS (all were started by the lab): TERM, then KILL."""
+    """End every process in NS (all started by the lab): TERM, then KILL."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids(ns):
             try:

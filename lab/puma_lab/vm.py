@@ -164,9 +164,9 @@ class Guest:
                 raise self._diagnose('QEMU exited with %d before the guest '
                                      'was ready' % self.proc.returncode)
             text = self.console()
-            for marker in FATAL_CONSOLE:
-                if marker in text:
-                    raise self._diagnose('boot failed (%s)' % marker)
+            for line in text.splitlines():
+                if any(marker in line for marker in FATAL_CONSOLE):
+                    raise self._diagnose('boot failed: %s' % line.strip())
             if 'puma-guest: ready' in text and self.agent.ping():
                 return self
             time.sleep(0.5)

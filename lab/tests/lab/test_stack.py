@@ -5,6 +5,7 @@ import os
 import subprocess
 
 from puma_lab import host as host_mod
+from puma_lab import migration
 from puma_lab import paths
 from puma_lab import vm
 
@@ -29,9 +30,13 @@ def test_running_qemu_is_the_patched_build(lab):
 
 def test_running_libvirtd_is_the_patched_build(lab):
     want = current_series_id(os.path.join(paths.TOP, 'libvirt-patches'))
+    qemu_want = current_series_id(os.path.join(paths.TOP, 'qemu-patches'))
     assert paths.series_id('libvirt') == want
     h = host_mod.Host(lab, 'v').start()
-    assert '11.3.0' in h.virsh('version', '--daemon')
-    with open(os.path.join(h.dir, 'log', 'libvirtd.log')) as f:
+    assert 'Running against daemon: 11.3.0' in h.virsh('version', '--daemon')
+    # libvirtd heads each domain log with its own and QEMU's versions.
+    migration.start_guest(h, 'ident', mem_mb=256, vcpus=1)
+    with open(os.path.join(h.dir, 'log', 'qemu', 'ident.log')) as f:
         header = f.read(4096)
     assert 'libvirt version: 11.3.0, package: %s (puma)' % want in header
+    assert 'qemu version: 10.0.' in header and '(%s)' % qemu_want in header

@@ -7,8 +7,6 @@ from puma_lab import domain
 from puma_lab import paths
 
 
-
-
 def test_guest_xml_boots_the_lab_kernel(monkeypatch):
     monkeypatch.setattr(paths, 'qemu_binary', lambda: '/q/bin/qemu')
     monkeypatch.setattr(paths, 'root_image', lambda: '/img/root.img')
