@@ -62,15 +62,23 @@ content_hash()
 	done | sha256sum | cut -c1-16
 }
 
-# series_id DIR - short id of a patch series: "empty" or a hash of its
-# series file and patches. Built binaries carry it in their version string.
+# series_hash DIR - hash of DIR/series and the patches it lists (and of
+# nothing else in DIR, so a README there does not trigger a rebuild).
+series_hash()
+{
+	local dir=$1
+	content_hash "$dir/series" $(series_patches "$dir")
+}
+
+# series_id DIR - short id of a patch series: "empty" or its series_hash.
+# Built binaries carry it in their version string.
 series_id()
 {
 	local dir=$1
-	if [ ! -s "$dir/series" ] || ! grep -qv '^\s*\(#\|$\)' "$dir/series"; then
+	if [ -z "$(series_patches "$dir")" ]; then
 		echo empty
 	else
-		content_hash "$dir" | cut -c1-10
+		series_hash "$dir" | cut -c1-10
 	fi
 }
 

@@ -91,7 +91,7 @@ apply_series()
 stack_key()
 {
 	local pkg=$1 ver=$2 series=$3 configure=$4
-	printf '%s %s %s\n%s\n' "$pkg" "$ver" "$(content_hash "$series")" \
+	printf '%s %s %s\n%s\n' "$pkg" "$ver" "$(series_hash "$series")" \
 		"$(declare -f "$configure")" | sha256sum | cut -c1-16
 }
 

@@ -33,6 +33,7 @@ _TEMPLATE = """<domain type='qemu'>
     <channel type='unix'>
       <target type='virtio' name='org.qemu.guest_agent.0'/>
     </channel>
+    <controller type='usb' model='none'/>
     <video><model type='none'/></video>
     <memballoon model='none'/>
   </devices>

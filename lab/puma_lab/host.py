@@ -76,6 +76,9 @@ class Host:
             os.makedirs(target, exist_ok=True)
             binds.append('mount --bind %s %s' % (os.path.join(self.dir, sub),
                                                  target))
+        # libvirt finds the emulator for its capabilities in PATH.
+        binds.append('export PATH=%s:$PATH'
+                     % os.path.dirname(paths.qemu_binary()))
         # The default pid file sits outside var/run/libvirt: keep it in.
         script = ' && '.join(['mount --make-rprivate /'] + binds) + \
             ' && exec %s/sbin/libvirtd --listen --pid-file ' \
