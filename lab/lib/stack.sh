@@ -154,9 +154,11 @@ configure_qemu()
 configure_libvirt()
 {
 	local prefix=$1 sid=$2
-	# runstatedir defaults to /run even with a prefix: keep it inside.
+	# runstatedir defaults to /run even with a prefix. Emulated hosts
+	# bind their own directory over it; it is short because QEMU's agent
+	# sockets live below it and unix socket paths are limited to 107 bytes.
 	meson setup build --prefix="$prefix" --libdir=lib \
-		-Drunstatedir="$prefix/var/run" \
+		-Drunstatedir=/run/puma-libvirtd \
 		-Dpackager=puma -Dpackager_version="puma-$sid" \
 		-Ddocs=disabled -Dtests=disabled -Dinit_script=none \
 		-Ddriver_qemu=enabled -Ddriver_remote=enabled \

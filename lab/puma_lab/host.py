@@ -19,9 +19,10 @@ from puma_lab import netns
 from puma_lab import paths
 
 # Directories libvirt uses under its prefix, and the host's own copy.
+# runstatedir is /run/puma-libvirtd (configure_libvirt, lab/lib/stack.sh).
 LIBVIRT_DIRS = (('etc', 'etc/libvirt'), ('lib', 'var/lib/libvirt'),
-                ('run', 'var/run/libvirt'), ('log', 'var/log/libvirt'),
-                ('cache', 'var/cache/libvirt'))
+                ('run', '/run/puma-libvirtd/libvirt'),
+                ('log', 'var/log/libvirt'), ('cache', 'var/cache/libvirt'))
 READY_TIMEOUT = 60
 
 
@@ -82,7 +83,7 @@ class Host:
         # The default pid file sits outside var/run/libvirt: keep it in.
         script = ' && '.join(['mount --make-rprivate /'] + binds) + \
             ' && exec %s/sbin/libvirtd --listen --pid-file ' \
-            '%s/var/run/libvirt/libvirtd.pid' % (self.prefix, self.prefix)
+            '/run/puma-libvirtd/libvirt/libvirtd.pid' % self.prefix
         with open(os.path.join(self.dir, 'log', 'stdio.log'), 'w') as log:
             self.proc = subprocess.Popen(
                 ['ip', 'netns', 'exec', self.ns, 'unshare', '--mount',
