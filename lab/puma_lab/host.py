@@ -20,9 +20,12 @@ from puma_lab import paths
 
 # Directories libvirt uses under its prefix, and the host's own copy.
 # runstatedir is /run/puma-libvirtd (configure_libvirt, lab/lib/stack.sh).
+RUN_DIR = '/run/puma-libvirtd/libvirt'
 LIBVIRT_DIRS = (('etc', 'etc/libvirt'), ('lib', 'var/lib/libvirt'),
-                ('run', '/run/puma-libvirtd/libvirt'),
-                ('log', 'var/log/libvirt'), ('cache', 'var/cache/libvirt'))
+                ('run', RUN_DIR), ('log', 'var/log/libvirt'),
+                ('cache', 'var/cache/libvirt'))
+# virsh's legacy mode looks in $prefix/var/run: name the daemon's socket.
+URI = 'qemu:///system?socket=%s/libvirt-sock' % RUN_DIR
 READY_TIMEOUT = 60
 
 
@@ -82,8 +85,8 @@ class Host:
                      % os.path.dirname(paths.qemu_binary()))
         # The default pid file sits outside var/run/libvirt: keep it in.
         script = ' && '.join(['mount --make-rprivate /'] + binds) + \
-            ' && exec %s/sbin/libvirtd --listen --pid-file ' \
-            '/run/puma-libvirtd/libvirt/libvirtd.pid' % self.prefix
+            ' && exec %s/sbin/libvirtd --listen --pid-file %s/libvirtd.pid' \
+            % (self.prefix, RUN_DIR)
         with open(os.path.join(self.dir, 'log', 'stdio.log'), 'w') as log:
             self.proc = subprocess.Popen(
                 ['ip', 'netns', 'exec', self.ns, 'unshare', '--mount',
@@ -113,9 +116,7 @@ class Host:
             raise errors.LabError('host %s is not started' % self.name)
         return netns.run('nsenter', '-t', str(self.proc.pid), '-m', '-n',
                          os.path.join(self.prefix, 'bin', 'virsh'),
-                         '-c', 'qemu:///system?mode=legacy', *args,
-                         timeout=timeout,
-                         check=check)
+                         '-c', URI, *args, timeout=timeout, check=check)
 
     def stop(self):
         if self.proc is None or self.proc.poll() is not None:
