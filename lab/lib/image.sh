@@ -112,6 +112,8 @@ install_image()
 	install -m0755 "$PUMA_TOP/lab/guest/puma-init" "$stage/sbin/puma-init"
 	gcc -O2 -Wall -static -o "$stage/usr/local/bin/memverify" \
 		"$PUMA_TOP/lab/guest/memverify.c" || die "cannot build memverify"
+	gcc -O2 -Wall -static -pthread -o "$stage/usr/local/bin/tlbstorm" \
+		"$PUMA_TOP/lab/guest/tlbstorm.c" || die "cannot build tlbstorm"
 	echo puma-guest >"$stage/etc/hostname"
 	for k in $PUMA_KERNELS; do
 		rel=$(kernel_release "$k")

@@ -15,11 +15,13 @@ from puma_lab import paths
 def test_module_builds_for_kernel(kernel, tmp_path):
     k = paths.kernel(kernel)
     built = kmod.build(k, str(tmp_path))
-    info = subprocess.run(['modinfo', os.path.join(built, 'puma.ko')],
-                          capture_output=True, text=True, check=True).stdout
-    vermagic = re.search(r'^vermagic:\s+(\S+)', info, re.M).group(1)
-    assert vermagic == k.release
-    assert re.search(r'^license:\s+GPL$', info, re.M)
+    for mod in ('puma.ko', 'shoot4u.ko'):
+        info = subprocess.run(['modinfo', os.path.join(built, mod)],
+                              capture_output=True, text=True,
+                              check=True).stdout
+        vermagic = re.search(r'^vermagic:\s+(\S+)', info, re.M).group(1)
+        assert vermagic == k.release
+        assert re.search(r'^license:\s+GPL$', info, re.M)
 
 
 def test_dkms_conf_matches_kbuild():

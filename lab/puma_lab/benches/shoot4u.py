@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shoot4U vs native IPIs under vCPU overcommit.
+
+Two 4-vCPU guests share the 2 host cores: one runs a CPU hog on all its
+vCPUs, the other runs ``tlbstorm`` (reader threads on every vCPU, mprotect
+flips on vCPU 0, each a remote TLB shootdown).  The test guest runs it
+with native IPIs and with shoot4u.ko loaded, alternately, in one run.
+Figures: shootdown latency percentiles seen by the initiator, the
+workload's runtime, TLB IPIs received and hypercalls issued; ``*_x`` are
+native / Shoot4U.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+
+from puma_lab import kmod
+from puma_lab import lab as lab_mod
+from puma_lab import paths
+from puma_lab import vm
+
+
+def parse(out):
+    return {k: float(v) for k, v in
+            (f.split('=') for f in out.split() if '=' in f)}
+
+
+def tlb_ipis(g):
+    for line in g.run('cat /proc/interrupts').out.splitlines():
+        if line.strip().startswith('TLB:'):
+            return sum(int(f) for f in line.split()[1:] if f.isdigit())
+    return 0
+
+
+def run(argv):
+    ap = argparse.ArgumentParser(prog='lab/bench shoot4u')
+    ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS)
+    ap.add_argument('--ops', type=int, default=500)
+    ap.add_argument('--rounds', type=int, default=2)
+    ap.add_argument('--vcpus', type=int, default=4)
+    args = ap.parse_args(argv)
+    res = {'ipi': [], 's4u': []}
+    ipis = {'ipi': 0, 's4u': 0}
+    with lab_mod.Lab('bench-shoot4u') as lab:
+        share = lab.path('share')
+        os.makedirs(share)
+        built = kmod.build(paths.kernel(args.kernel), lab.path('build'))
+        shutil.copy(os.path.join(built, 'shoot4u.ko'), share)
+        busy = vm.Guest(lab, 'busy', kernel=args.kernel, vcpus=args.vcpus,
+                        mem_mb=512).start()
+        g = vm.Guest(lab, 'test', kernel=args.kernel, vcpus=args.vcpus,
+                     mem_mb=768, cpu='max,kvm-shoot4u=on',
+                     share=share).start()
+        busy.wait_booted()
+        g.wait_booted()
+        busy.agent.spawn('exec stress-ng --cpu %d --timeout 0 --quiet'
+                         % args.vcpus)
+        for r in range(args.rounds):
+            for mode in ('ipi', 's4u'):
+                if mode == 's4u':
+                    g.run('insmod /mnt/host/shoot4u.ko')
+                before = tlb_ipis(g)
+                out = g.run('tlbstorm -n %d' % args.ops, timeout=1800).out
+                ipis[mode] += tlb_ipis(g) - before
+                if mode == 's4u':
+                    hyper = int(g.run('cat /sys/kernel/shoot4u/hypercalls'
+                                      ).out)
+                    g.run('rmmod shoot4u')
+                fig = parse(out)
+                if fig.get('violations', 1):
+                    raise SystemExit('tlbstorm saw a stale mapping: ' + out)
+                res[mode].append(fig)
+                print('round %d %s: %s' % (r, mode, out.strip()),
+                      file=sys.stderr)
+
+    def med(mode, key):
+        return round(statistics.median(f[key] for f in res[mode]), 1)
+
+    out = {'kernel': args.kernel, 'vcpus': args.vcpus, 'ops': args.ops,
+           'rounds': args.rounds}
+    for mode in ('ipi', 's4u'):
+        for key in ('p50_us', 'p90_us', 'p99_us', 'total_s'):
+            out['%s_%s' % (mode, key)] = med(mode, key)
+        out['%s_tlb_ipis' % mode] = ipis[mode]
+    out['s4u_hypercalls_last_round'] = hyper
+    out['p50_x'] = round(out['ipi_p50_us'] / out['s4u_p50_us'], 2)
+    out['p99_x'] = round(out['ipi_p99_us'] / out['s4u_p99_us'], 2)
+    out['runtime_x'] = round(out['ipi_total_s'] / out['s4u_total_s'], 2)
+    return out
