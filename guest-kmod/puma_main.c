@@ -29,6 +29,7 @@ static ssize_t build_release_show(struct kobject *kobj,
 {
 	return sysfs_emit(buf, "%s\n", UTS_RELEASE);
 }
+
 static struct kobj_attribute build_release_attr = __ATTR_RO(build_release);
 
 static ssize_t version_show(struct kobject *kobj, struct kobj_attribute *attr,
@@ -36,6 +37,7 @@ static ssize_t version_show(struct kobject *kobj, struct kobj_attribute *attr,
 {
 	return sysfs_emit(buf, "%s\n", PUMA_VERSION);
 }
+
 static struct kobj_attribute version_attr = __ATTR_RO(version);
 
 static struct attribute *puma_attrs[] = {

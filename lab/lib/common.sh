@@ -15,6 +15,9 @@ QEMU_SRC_PKG=qemu
 QEMU_SRC_VERSION_GLOB='1:10.0.*'
 LIBVIRT_SRC_PKG=libvirt
 LIBVIRT_SRC_VERSION_GLOB='11.3.0-*'
+# Host kernel for the KVM series (compile-tested only: no hardware KVM here).
+LINUX_SRC_PKG=linux
+LINUX_SRC_VERSION_GLOB='6.12.*'
 # Guest kernels: Debian 12 (6.1) and bookworm-backports (6.12).
 
 PUMA_KERNELS="6.1 6.12"

@@ -2,7 +2,8 @@
 # lab/lib/stack.sh - the patched QEMU and libvirt, built from Debian sources.
 #
 # Depends on: lib/common.sh, lib/deps.sh (install_deps has run)
-# Call order: install_qemu, install_libvirt (each idempotent).
+# Call order: install_qemu, install_libvirt, install_kvm (each idempotent;
+# install_kvm after install_kernels, whose 6.12 config it uses).
 #
 # Each component is built in $PUMA_CACHE/<pkg>/<key>, where <key> hashes the
 # Debian source version, our patch series and the configure function. The
@@ -67,6 +68,7 @@ unpack_source()
 		rm -rf "$dest/.pc"
 	fi
 	git -C "$dest" init -q
+	git -C "$dest" config gc.auto 0
 	git -C "$dest" add -A -f . >/dev/null
 	git -C "$dest" -c user.name=puma-lab -c user.email=puma-lab@localhost \
 		commit -q -m "$pkg $ver with Debian's patches" || die "git commit of $pkg failed"
@@ -160,7 +162,7 @@ configure_libvirt()
 	meson setup build --prefix="$prefix" --libdir=lib \
 		-Drunstatedir=/run/puma-libvirtd \
 		-Dpackager=puma -Dpackager_version="puma-$sid" \
-		-Ddocs=disabled -Dtests=disabled -Dinit_script=none \
+		-Ddocs=disabled -Dtests=enabled -Dinit_script=none \
 		-Ddriver_qemu=enabled -Ddriver_remote=enabled \
 		-Ddriver_libvirtd=enabled -Ddriver_network=disabled \
 		-Ddriver_lxc=disabled -Ddriver_ch=disabled -Ddriver_vbox=disabled \
@@ -180,6 +182,30 @@ configure_libvirt()
 		-Dnumactl=disabled -Dfuse=disabled -Dudev=disabled \
 		-Dcapng=enabled || return 1
 	ninja -C build -j"$(nproc)" && ninja -C build install
+}
+
+# configure_kvm - build arch/x86/kvm of Debian's 6.12 source with Debian's
+# config (taken from the 6.12 guest kernel's headers) and our series. There
+# is no usable hardware KVM on lab machines: this is the compile test.
+configure_kvm()
+{
+	local prefix=$1 sid=$2 rel
+	rel=$(cat "$PUMA_CACHE/kernels/6.12/release") || return 1
+	cp "$PUMA_CACHE/kernels/6.12/root/boot/config-$rel" .config || return 1
+	scripts/config --set-str LOCALVERSION "-puma-$sid" \
+		--set-str SYSTEM_TRUSTED_KEYS "" \
+		--set-str SYSTEM_REVOCATION_KEYS "" \
+		--disable MODULE_SIG_ALL --disable DEBUG_INFO_BTF || return 1
+	make olddefconfig &&
+		make -j"$(nproc)" modules_prepare &&
+		make -j"$(nproc)" M=arch/x86/kvm modules || return 1
+	mkdir -p "$prefix" && cp arch/x86/kvm/*.ko "$prefix/"
+}
+
+install_kvm()
+{
+	build_component "$LINUX_SRC_PKG" "$LINUX_SRC_VERSION_GLOB" \
+		"$PUMA_TOP/kvm-patches" configure_kvm
 }
 
 install_qemu()

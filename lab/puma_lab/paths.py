@@ -13,7 +13,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.dirname(
 KERNELS = ('6.1', '6.12')
 
 
-def _built(component):
+def built(component):
     base = os.path.join(CACHE, component, 'current')
     if not os.path.exists(os.path.join(base, 'good')):
         raise errors.LabError(
@@ -23,17 +23,17 @@ def _built(component):
 
 def qemu_prefix():
     """Prefix of the patched QEMU build."""
-    return os.path.join(_built('qemu'), 'prefix')
+    return os.path.join(built('qemu'), 'prefix')
 
 
 def libvirt_prefix():
     """Prefix of the patched libvirt build."""
-    return os.path.join(_built('libvirt'), 'prefix')
+    return os.path.join(built('libvirt'), 'prefix')
 
 
 def series_id(component):
     """The patch series id ('puma-empty', 'puma-<hash>') built into it."""
-    with open(os.path.join(_built(component), 'series-id')) as f:
+    with open(os.path.join(built(component), 'series-id')) as f:
         return f.read().strip()
 
 
