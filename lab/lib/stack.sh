@@ -196,9 +196,14 @@ configure_kvm()
 		--set-str SYSTEM_TRUSTED_KEYS "" \
 		--set-str SYSTEM_REVOCATION_KEYS "" \
 		--disable MODULE_SIG_ALL --disable DEBUG_INFO_BTF || return 1
+	# No vmlinux is built: take the exported symbols from Debian's headers
+	# package of the same series (a symbol missing there stays a warning).
+	cp "$PUMA_CACHE/kernels/6.12/root/usr/src/linux-headers-$rel/Module.symvers" . ||
+		return 1
 	make olddefconfig &&
 		make -j"$(nproc)" modules_prepare &&
-		make -j"$(nproc)" M=arch/x86/kvm modules || return 1
+		make -j"$(nproc)" KBUILD_MODPOST_WARN=1 M=arch/x86/kvm modules ||
+		return 1
 	mkdir -p "$prefix" && cp arch/x86/kvm/*.ko "$prefix/"
 }
 

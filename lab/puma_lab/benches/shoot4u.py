@@ -23,8 +23,14 @@ from puma_lab import vm
 
 
 def parse(out):
-    return {k: float(v) for k, v in
-            (f.split('=') for f in out.split() if '=' in f)}
+    """The numeric key=value fields of tlbstorm's report."""
+    fig = {}
+    for k, _, v in (f.partition('=') for f in out.split() if '=' in f):
+        try:
+            fig[k] = float(v)
+        except ValueError:
+            pass
+    return fig
 
 
 def tlb_ipis(g):
