@@ -17,7 +17,7 @@ PUMA_APT_PACKAGES="
 	libselinux1-dev libpciaccess-dev python3-docutils
 	seabios ipxe-qemu
 	iproute2 e2fsprogs debootstrap busybox-static cpio xz-utils zstd kmod
-	gcc gcc-multilib make libelf-dev bc dwarves
+	gcc gcc-multilib make libelf-dev libssl-dev bc dwarves
 	python3 python3-pip"
 # meson >= 1.5 is required by QEMU 10.0; bookworm has it in backports.
 PUMA_APT_BACKPORTS="meson"

@@ -7,6 +7,7 @@ build the lab runs, as they would in libvirt's CI.
 """
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -24,4 +25,5 @@ def test_libvirt_suite(suite):
                         '--print-errorlogs', suite],
                        capture_output=True, text=True, timeout=1200)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
-    assert ' 1/1 ' in p.stdout and 'OK' in p.stdout
+    assert re.search(r'^\s*1/1 libvirt:bin / %s +OK' % suite, p.stdout,
+                     re.M), p.stdout
