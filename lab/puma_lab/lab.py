@@ -2,7 +2,8 @@
 """A lab: one switch namespace with a bridge, guests and emulated hosts.
 
 Everything a lab makes is named after its number (namespaces ``puma-N``,
-``puma-N-HOST``; taps ``ptN...``) and lives under its run directory, so
+``puma-N-HOST``; taps ``ptN...``) and lives under its run directory
+(``/run/puma-lab/N``), so
 :meth:`Lab.teardown` and :func:`cleanup_all` remove exactly that, also
 after a test failed half-way.
 """
@@ -36,7 +37,8 @@ class Lab:
         self.name = name
         self.num = _free_num()
         self.ns = '%s%d' % (netns.PREFIX, self.num)
-        self.dir = os.path.join(paths.RUN, '%d-%s' % (self.num, name))
+        # Short: unix socket paths below it must stay under 108 bytes.
+        self.dir = os.path.join(paths.RUN, str(self.num))
         self.logs = keep_logs
         self._index = 0
         self.guests = []
@@ -95,8 +97,7 @@ class Lab:
             if ns == self.ns or ns.startswith(self.ns + '-'):
                 netns.delete(ns)
         if self.logs:
-            _save_logs(self.dir, os.path.join(self.logs, os.path.basename(
-                self.dir)))
+            _save_logs(self.dir, os.path.join(self.logs, self.name))
         shutil.rmtree(self.dir, ignore_errors=True)
         if problems:
             raise errors.LabError('teardown: ' + '; '.join(problems))

@@ -63,7 +63,7 @@ def test_refused_without_the_cpu_feature(lab, kernel):
 @pytest.mark.parametrize('kernel,cpu', [
     ('6.1', 'max,kvm-shoot4u=on'),
     ('6.12', 'max,vendor=GenuineIntel,kvm-shoot4u=on'),
-])
+], ids=['6.1-vmmcall', '6.12-vmcall'])
 def test_remote_flushes_become_hypercalls(lab, kernel, cpu):
     g = boot(lab, kernel, cpu=cpu)
     assert 'Hypervisor detected: KVM' in g.run('dmesg').out
