@@ -35,12 +35,8 @@ import dataclasses
 
 from nova_driver.planning import model
 
-# Locality levels, closest first: the key that makes two VMs "close".
-LEVELS = (
-    ('host', lambda c, vm: (vm.project, vm.host)),
-    ('rack', lambda c, vm: (vm.project, c.hosts[vm.host].rack)),
-    ('any', lambda c, vm: (vm.project,)),
-)
+# Locality levels, closest first: what two VMs must share to be "close".
+LEVELS = ('host', 'rack', 'any')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,16 +107,25 @@ def plan_pairs(cluster, min_lend_mb=256, max_per_borrower_mb=0):
         if pair.borrower in need:
             need[pair.borrower] -= pair.mb
 
+    # The bucket key of every candidate at every level, computed once.
+    keys = {level: {} for level in LEVELS}
+    for u in list(left) + list(need):
+        vm = cluster.vms[u]
+        keys['host'][u] = (vm.project, vm.host)
+        keys['rack'][u] = (vm.project, cluster.hosts[vm.host].rack)
+        keys['any'][u] = vm.project
+
     new = []
-    for _name, key in LEVELS:
+    for level in LEVELS:
+        key = keys[level]
         lenders = collections.defaultdict(list)
         borrowers = collections.defaultdict(list)
         for u, mb in left.items():
             if mb >= min_lend_mb:
-                lenders[key(cluster, cluster.vms[u])].append(u)
+                lenders[key[u]].append(u)
         for u, mb in need.items():
             if mb > 0:
-                borrowers[key(cluster, cluster.vms[u])].append(u)
+                borrowers[key[u]].append(u)
         for k, bs in borrowers.items():
             if k in lenders:
                 new.extend(_match(lenders[k], bs, left, need,
