@@ -114,6 +114,8 @@ install_image()
 		"$PUMA_TOP/lab/guest/memverify.c" || die "cannot build memverify"
 	gcc -O2 -Wall -static -pthread -o "$stage/usr/local/bin/tlbstorm" \
 		"$PUMA_TOP/lab/guest/tlbstorm.c" || die "cannot build tlbstorm"
+	gcc -O2 -Wall -static -o "$stage/usr/local/bin/hcprobe" \
+		"$PUMA_TOP/lab/guest/hcprobe.c" || die "cannot build hcprobe"
 	echo puma-guest >"$stage/etc/hostname"
 	for k in $PUMA_KERNELS; do
 		rel=$(kernel_release "$k")

@@ -56,6 +56,9 @@ def test_refused_without_the_cpu_feature(lab, kernel):
     assert res.rc != 0
     assert 'the hypervisor does not offer Shoot4U' in g.run('dmesg').out
     assert g.run('test -e /sys/kernel/shoot4u', check=False).rc == 1
+    # Without the feature both instructions stay undefined (#UD).
+    assert g.run('hcprobe').out.split() == ['vmcall=sigill',
+                                            'vmmcall=sigill']
 
 
 # -cpu max is an AMD model (the guest issues VMMCALL); with an Intel vendor
@@ -67,6 +70,8 @@ def test_refused_without_the_cpu_feature(lab, kernel):
 def test_remote_flushes_become_hypercalls(lab, kernel, cpu):
     g = boot(lab, kernel, cpu=cpu)
     assert 'Hypervisor detected: KVM' in g.run('dmesg').out
+    # A hypercall from user space is refused, not executed.
+    assert g.run('hcprobe').out.split() == ['vmcall=eperm', 'vmmcall=eperm']
 
     # Native first: the workload makes the guest send TLB IPIs.
     before = tlb_ipis(g)
