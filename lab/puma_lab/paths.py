@@ -3,6 +3,7 @@
 
 import dataclasses
 import os
+import subprocess
 
 from puma_lab import errors
 
@@ -35,6 +36,15 @@ def series_id(component):
     """The patch series id ('puma-empty', 'puma-<hash>') built into it."""
     with open(os.path.join(built(component), 'series-id')) as f:
         return f.read().strip()
+
+
+def checkout_series_id(folder):
+    """The id lab/setup gives the series in FOLDER of this checkout."""
+    lib = os.path.join(TOP, 'lab', 'lib', 'common.sh')
+    out = subprocess.run(['bash', '-c', '. "$0"; series_id "$1"', lib,
+                          os.path.join(TOP, folder)],
+                         capture_output=True, text=True, check=True)
+    return 'puma-' + out.stdout.strip()
 
 
 def qemu_binary():

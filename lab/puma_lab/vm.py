@@ -183,6 +183,14 @@ class Guest:
     def run(self, command, timeout=60, check=True):
         return self.agent.run(command, timeout=timeout, check=check)
 
+    def tlb_ipis(self):
+        """TLB shootdown IPIs the guest received, summed over its CPUs."""
+        for line in self.run('cat /proc/interrupts').out.splitlines():
+            if line.strip().startswith('TLB:'):
+                return sum(int(f) for f in line.split()[1:] if f.isdigit())
+        raise errors.LabError('guest %s: no TLB line in /proc/interrupts'
+                              % self.name)
+
     def stop(self, timeout=10):
         if self.proc is None or self.proc.poll() is not None:
             return

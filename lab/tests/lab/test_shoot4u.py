@@ -27,14 +27,6 @@ def boot(lab, kernel, cpu, vcpus=4):
                     cpu=cpu, share=share).start().wait_booted()
 
 
-def tlb_ipis(g):
-    """TLB shootdown IPIs received, summed over the guest's CPUs."""
-    for line in g.run('cat /proc/interrupts').out.splitlines():
-        if line.strip().startswith('TLB:'):
-            return sum(int(f) for f in line.split()[1:] if f.isdigit())
-    raise AssertionError('no TLB line in /proc/interrupts')
-
-
 def module_stats(g):
     out = g.run('cd /sys/kernel/shoot4u && grep . *').out
     return {k: int(v) for k, v in
@@ -74,17 +66,17 @@ def test_remote_flushes_become_hypercalls(lab, kernel, cpu):
     assert g.run('hcprobe').out.split() == ['vmcall=eperm', 'vmmcall=eperm']
 
     # Native first: the workload makes the guest send TLB IPIs.
-    before = tlb_ipis(g)
+    before = g.tlb_ipis()
     out = g.run(WORKLOAD, timeout=300).out
-    native_ipis = tlb_ipis(g) - before
+    native_ipis = g.tlb_ipis() - before
     assert 'violations=0' in out
     assert native_ipis >= OPS
 
     g.run('insmod /mnt/host/shoot4u.ko')
-    stats0, before = module_stats(g), tlb_ipis(g)
+    stats0, before = module_stats(g), g.tlb_ipis()
     qemu0 = qemu_hypercalls(g)
     out = g.run(WORKLOAD, timeout=300).out
-    stats1, s4u_ipis = module_stats(g), tlb_ipis(g) - before
+    stats1, s4u_ipis = module_stats(g), g.tlb_ipis() - before
     assert 'violations=0' in out
     hypercalls = stats1['hypercalls'] - stats0['hypercalls']
     # Every read-only flip is at least one remote flush.

@@ -11,16 +11,8 @@ from puma_lab import paths
 from puma_lab import vm
 
 
-def current_series_id(series_dir):
-    lib = os.path.join(paths.TOP, 'lab', 'lib', 'common.sh')
-    out = subprocess.run(['bash', '-c', '. %s; series_id %s' % (lib,
-                                                                series_dir)],
-                         capture_output=True, text=True, check=True)
-    return 'puma-' + out.stdout.strip()
-
-
 def test_running_qemu_is_the_patched_build(lab):
-    want = current_series_id(os.path.join(paths.TOP, 'qemu-patches'))
+    want = paths.checkout_series_id('qemu-patches')
     assert paths.series_id('qemu') == want
     out = subprocess.run([paths.qemu_binary(), '--version'],
                          capture_output=True, text=True, check=True).stdout
@@ -30,8 +22,8 @@ def test_running_qemu_is_the_patched_build(lab):
 
 
 def test_running_libvirtd_is_the_patched_build(lab):
-    want = current_series_id(os.path.join(paths.TOP, 'libvirt-patches'))
-    qemu_want = current_series_id(os.path.join(paths.TOP, 'qemu-patches'))
+    want = paths.checkout_series_id('libvirt-patches')
+    qemu_want = paths.checkout_series_id('qemu-patches')
     assert paths.series_id('libvirt') == want
     h = host_mod.Host(lab, 'v').start()
     assert 'Running against daemon: 11.3.0' in h.virsh('version', '--daemon')

@@ -13,24 +13,16 @@ import pytest
 from puma_lab import paths
 
 
-def series_id():
-    lib = os.path.join(paths.TOP, 'lab', 'lib', 'common.sh')
-    out = subprocess.run(['bash', '-c', '. %s; series_id %s'
-                          % (lib, os.path.join(paths.TOP, 'kvm-patches'))],
-                         capture_output=True, text=True, check=True)
-    return 'puma-' + out.stdout.strip()
-
-
 @pytest.mark.parametrize('module', ['kvm.ko', 'kvm-intel.ko', 'kvm-amd.ko'])
 def test_kvm_modules_built_with_the_series(module):
     base = paths.built('linux')
     assert open(os.path.join(base, 'series-id')).read().strip() == \
-        series_id()
+        paths.checkout_series_id('kvm-patches')
     ko = os.path.join(base, 'prefix', module)
     info = subprocess.run(['modinfo', '-F', 'vermagic', ko],
                           capture_output=True, text=True, check=True).stdout
     # LOCALVERSION -puma-<id>, maybe followed by the scm '+'.
-    assert '-%s' % series_id() in info
+    assert '-%s' % paths.checkout_series_id('kvm-patches') in info
 
 
 def test_kvm_has_the_shoot4u_hypercall():
