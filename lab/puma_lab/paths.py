@@ -23,13 +23,15 @@ def built(component):
 
 
 def qemu_prefix():
-    """Prefix of the patched QEMU build."""
-    return os.path.join(built('qemu'), 'prefix')
+    """Prefix of the patched QEMU build ($PUMA_QEMU_PREFIX for a dev tree)."""
+    return (os.environ.get('PUMA_QEMU_PREFIX') or
+            os.path.join(built('qemu'), 'prefix'))
 
 
 def libvirt_prefix():
-    """Prefix of the patched libvirt build."""
-    return os.path.join(built('libvirt'), 'prefix')
+    """Prefix of the patched libvirt build ($PUMA_LIBVIRT_PREFIX for dev)."""
+    return (os.environ.get('PUMA_LIBVIRT_PREFIX') or
+            os.path.join(built('libvirt'), 'prefix'))
 
 
 def series_id(component):

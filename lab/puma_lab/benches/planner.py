@@ -15,9 +15,9 @@ import random
 import sys
 import time
 
-from nova_driver.planning import lending
-from nova_driver.planning import model
-from nova_driver.planning import split
+from puma_nova.planning import lending
+from puma_nova.planning import model
+from puma_nova.planning import split
 
 
 def synthetic(rnd, hosts, vms, projects, racks):

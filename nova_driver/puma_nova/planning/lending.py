@@ -33,7 +33,7 @@ Limitations:
 import collections
 import dataclasses
 
-from nova_driver.planning import model
+from puma_nova.planning import model
 
 # Locality levels, closest first: what two VMs must share to be "close".
 LEVELS = ('host', 'rack', 'any')

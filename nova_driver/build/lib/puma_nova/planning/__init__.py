@@ -9,8 +9,4 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Puma for OpenStack: Nova driver extension and datacenter planning.
-
-Today only the planning core exists (:mod:`nova_driver.planning`); the
-compute driver, RPC, API and operator tools come with the Nova integration.
-"""
+"""Datacenter planning: pure functions over a model of the cluster."""

@@ -16,9 +16,9 @@ import os
 import random
 import unittest
 
-from nova_driver.planning import lending
-from nova_driver.planning import model
-from nova_driver.planning import split
+from puma_nova.planning import lending
+from puma_nova.planning import model
+from puma_nova.planning import split
 
 SCENARIOS = os.path.join(os.path.dirname(__file__), 'scenarios')
 

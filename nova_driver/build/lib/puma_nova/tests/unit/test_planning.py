@@ -1,0 +1,136 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Planning scenarios (scenarios/*.json) and planner invariants."""
+
+import json
+import os
+import random
+import unittest
+
+from puma_nova.planning import lending
+from puma_nova.planning import model
+from puma_nova.planning import split
+
+SCENARIOS = os.path.join(os.path.dirname(__file__), 'scenarios')
+
+
+def load(name):
+    with open(os.path.join(SCENARIOS, name)) as f:
+        text = f.read()
+    return model.Cluster.from_json(text), json.loads(text)
+
+
+def triples(pairs):
+    return [[p.lender, p.borrower, p.mb] for p in pairs]
+
+
+def random_cluster(seed, hosts=40, vms=600):
+    rnd = random.Random(seed)
+    hs = [model.Host('h%d' % i, 'r%d' % (i % 5), 65536,
+                     rnd.randrange(0, 32768)) for i in range(hosts)]
+    vs = []
+    for i in range(vms):
+        idle = rnd.random() < 0.4
+        vs.append(model.VM('v%d' % i, 'h%d' % rnd.randrange(hosts),
+                           'p%d' % rnd.randrange(6), 4096, idle=idle,
+                           free_mb=rnd.randrange(0, 3072) if idle else 0,
+                           cache_demand_mb=0 if idle else
+                           rnd.choice([0, 512, 2048])))
+    return model.Cluster.build(hs, vs)
+
+
+class TestLendingScenarios(unittest.TestCase):
+
+    def test_closest_borrowers_first_projects_never_mixed(self):
+        cluster, doc = load('locality.json')
+        plan = lending.plan_pairs(cluster)
+        self.assertEqual(doc['expect_new'], triples(plan.new))
+        self.assertEqual((), plan.revoke)
+
+    def test_woken_lender_is_revoked(self):
+        cluster, doc = load('lender_wakes.json')
+        plan = lending.plan_pairs(cluster)
+        self.assertEqual(doc['expect_keep'], triples(plan.keep))
+        self.assertEqual(doc['expect_revoke'], triples(plan.revoke))
+        self.assertEqual(doc['expect_new'], triples(plan.new))
+
+
+class TestLendingInvariants(unittest.TestCase):
+
+    def test_capacities_and_projects_hold_on_random_clusters(self):
+        for seed in range(20):
+            cluster = random_cluster(seed)
+            plan = lending.plan_pairs(cluster, min_lend_mb=256)
+            given, got = {}, {}
+            for p in plan.pairs:
+                lender = cluster.vms[p.lender]
+                borrower = cluster.vms[p.borrower]
+                self.assertTrue(lender.idle)
+                self.assertFalse(borrower.idle)
+                self.assertEqual(lender.project, borrower.project)
+                self.assertGreater(p.mb, 0)
+                given[p.lender] = given.get(p.lender, 0) + p.mb
+                got[p.borrower] = got.get(p.borrower, 0) + p.mb
+            for u, mb in given.items():
+                self.assertLessEqual(mb, cluster.vms[u].free_mb)
+            for u, mb in got.items():
+                self.assertLessEqual(mb, cluster.vms[u].cache_demand_mb)
+
+    def test_second_round_keeps_everything_when_nothing_changed(self):
+        cluster = random_cluster(7)
+        first = lending.plan_pairs(cluster)
+        again = lending.plan_pairs(model.Cluster(cluster.hosts, cluster.vms,
+                                                 first.pairs))
+        self.assertEqual(set(first.pairs), set(again.keep))
+        self.assertEqual((), again.revoke)
+
+    def test_borrower_cap(self):
+        cluster, _doc = load('locality.json')
+        plan = lending.plan_pairs(cluster, max_per_borrower_mb=1000)
+        self.assertTrue(all(p.mb <= 1000 for p in plan.new))
+
+
+class TestSplit(unittest.TestCase):
+
+    def cluster(self, main_free=8704):
+        return model.Cluster.build(
+            [model.Host('src', 'r1', 65536, 1024),
+             model.Host('main', 'r1', 65536, main_free),
+             model.Host('same-rack', 'r1', 65536, 9000),
+             model.Host('big-far', 'r2', 65536, 60000)],
+            [model.VM('big', 'src', 'p', 16384)])
+
+    def test_same_rack_sub_host(self):
+        plan = split.plan_split(self.cluster(), 'big', 'main')
+        self.assertEqual(split.SplitPlan('big', 'main', 'same-rack', 8192,
+                                         8192), plan)
+
+    def test_other_rack_when_rack_is_full(self):
+        plan = split.plan_split(self.cluster(main_free=6000), 'big', 'main')
+        self.assertEqual('big-far', plan.sub_host)
+        self.assertEqual(5488, plan.resident_limit_mb)
+
+    def test_fits_whole_needs_no_split(self):
+        self.assertIsNone(split.plan_split(self.cluster(main_free=20000),
+                                           'big', 'main'))
+
+    def test_refusals_name_the_reason(self):
+        c = self.cluster(main_free=2000)
+        self.assertRaisesRegex(split.PlanError, 'can keep only 1488 MiB',
+                               split.plan_split, c, 'big', 'main')
+        self.assertRaisesRegex(split.PlanError, 'unknown server nope',
+                               split.plan_split, c, 'nope', 'main')
+        self.assertRaisesRegex(split.PlanError, 'unknown host h9',
+                               split.plan_split, c, 'big', 'h9')
+        self.assertRaisesRegex(split.PlanError, 'no host can hold',
+                               split.plan_split, self.cluster(), 'big',
+                               'main', exclude=('same-rack', 'big-far'))
