@@ -15,7 +15,7 @@ _TEMPLATE = """<domain type='qemu'>
     <initrd>{initrd}</initrd>
     <cmdline>{cmdline}</cmdline>
   </os>
-  <features><acpi/></features>
+  <features><acpi/>{kvm_features}</features>{cpu}
   <on_poweroff>destroy</on_poweroff>
   <on_crash>destroy</on_crash>
   <devices>
@@ -35,23 +35,41 @@ _TEMPLATE = """<domain type='qemu'>
     </channel>
     <controller type='usb' model='none'/>
     <video><model type='none'/></video>
-    <memballoon model='none'/>
+    <memballoon model='none'/>{filesystems}
   </devices>
 </domain>
 """
 
 
-def guest_xml(name, kernel, console, mem_mb=512, vcpus=1, append=''):
+def guest_xml(name, kernel, console, mem_mb=512, vcpus=1, append='',
+              cpu=None, kvm_features=None, share=None):
     """Domain XML booting lab KERNEL (a paths.Kernel) with the lab image.
 
     CONSOLE is a path both source and destination hosts can write, so the
-    serial log of a migrated guest stays in one file.
+    serial log of a migrated guest stays in one file.  CPU is a libvirt
+    CPU mode ('maximum', 'host-model', ...), KVM_FEATURES maps names of
+    ``<features><kvm>`` children to 'on'/'off', and SHARE is a host
+    directory the guest mounts at /mnt/host (9p).
     """
     cmdline = 'console=ttyS0 loglevel=4 puma.root=/dev/vda ' \
               'puma.hostname=%s %s' % (name, append)
     q = saxutils.escape
+    kvm = ''
+    if kvm_features:
+        kvm = '<kvm>%s</kvm>' % ''.join(
+            "<%s state='%s'/>" % (q(f), q(state))
+            for f, state in sorted(kvm_features.items()))
+    fs = ''
+    if share:
+        cmdline += ' puma.share=host'
+        fs = ("\n    <filesystem type='mount' accessmode='passthrough'>"
+              "<source dir='%s'/><target dir='host'/></filesystem>"
+              % q(share))
     return _TEMPLATE.format(
         name=q(name), mem_mb=int(mem_mb), vcpus=int(vcpus),
         vmlinuz=q(kernel.vmlinuz), initrd=q(kernel.initrd),
         cmdline=q(cmdline.strip()), emulator=q(paths.qemu_binary()),
-        root=q(paths.root_image()), console=q(console))
+        root=q(paths.root_image()), console=q(console),
+        kvm_features=kvm,
+        cpu="\n  <cpu mode='%s'/>" % q(cpu) if cpu else '',
+        filesystems=fs)

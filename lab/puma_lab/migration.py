@@ -34,11 +34,14 @@ class Outcome:
         return self.verify.rc == 0 and 'corrupt=0' in self.verify.out
 
 
-def start_guest(host, name, kernel='6.1', mem_mb=512, vcpus=2):
-    """Define and start NAME on HOST; wait for its agent."""
+def start_guest(host, name, kernel='6.1', mem_mb=512, vcpus=2, **xml_opts):
+    """Define and start NAME on HOST; wait for its agent.
+
+    XML_OPTS go to domain.guest_xml (cpu, kvm_features, share).
+    """
     xml = domain.guest_xml(name, paths.kernel(kernel),
                            host.lab.path('console-%s.log' % name),
-                           mem_mb=mem_mb, vcpus=vcpus)
+                           mem_mb=mem_mb, vcpus=vcpus, **xml_opts)
     path = host.lab.path('%s.xml' % name)
     with open(path, 'w') as f:
         f.write(xml)
