@@ -8,6 +8,9 @@ PUMA_TOP=${PUMA_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 PUMA_CACHE=${PUMA_CACHE:-/var/cache/puma}
 # Runtime state of emulated hosts and guests (sockets, logs, disks).
 PUMA_RUN=${PUMA_RUN:-/run/puma-lab}
+# Compiler cache for QEMU/libvirt/kernel builds: a changed patch series
+# recompiles only the files it touches.
+export CCACHE_DIR=${CCACHE_DIR:-$PUMA_CACHE/ccache}
 
 # Debian sources and kernels the lab is pinned to (DESIGN.md section 3).
 # Patterns, resolved against the configured apt sources at fetch time.

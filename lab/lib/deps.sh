@@ -10,6 +10,7 @@ PUMA_APT_SOURCES=/etc/apt/sources.list.d/puma-lab.sources
 # our configure options use), the lab's runtime tools and the module build.
 PUMA_APT_PACKAGES="
 	ninja-build pkgconf flex bison python3-venv quilt patch git ca-certificates
+	ccache
 	libglib2.0-dev libpixman-1-dev zlib1g-dev libcap-ng-dev libattr1-dev
 	libaio-dev libzstd-dev liburing-dev
 	libxml2-dev libxml2-utils xsltproc libgnutls28-dev libtirpc-dev

@@ -135,6 +135,7 @@ configure_qemu()
 {
 	local prefix=$1 sid=$2
 	./configure --prefix="$prefix" --python=/usr/bin/python3 \
+		--cc="ccache gcc" --cxx="ccache g++" \
 		--target-list=x86_64-softmmu --with-pkgversion="puma-$sid" \
 		--disable-download --disable-docs --disable-werror \
 		--disable-install-blobs \
