@@ -9,8 +9,12 @@ PUMA_CACHE=${PUMA_CACHE:-/var/cache/puma}
 # Runtime state of emulated hosts and guests (sockets, logs, disks).
 PUMA_RUN=${PUMA_RUN:-/run/puma-lab}
 # Compiler cache for QEMU/libvirt/kernel builds: a changed patch series
-# recompiles only the files it touches.
+# recompiles only the files it touches.  Every build lives in its own
+# cache-key directory, so paths are hashed relative to the build directory
+# and the directory itself is left out of the hash.
 export CCACHE_DIR=${CCACHE_DIR:-$PUMA_CACHE/ccache}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PUMA_CACHE}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 
 # Debian sources and kernels the lab is pinned to (DESIGN.md section 3).
 # Patterns, resolved against the configured apt sources at fetch time.
