@@ -15,6 +15,8 @@ The database is oslo.db's own [database] group (connection = any
 SQLAlchemy URL); RPC uses oslo.messaging's [DEFAULT] transport_url.
 """
 
+import socket
+
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_db import options as db_options
@@ -25,6 +27,9 @@ scheduler_group = cfg.OptGroup(
          'split-migration plans.')
 
 scheduler_opts = [
+    cfg.StrOpt('host', default=socket.gethostname(),
+               sample_default='<hostname>',
+               help='Name of this puma-scheduler on the message bus.'),
     cfg.IntOpt('planning_interval', default=30, min=1,
                help='Seconds between two lending-pair planning rounds.'),
     cfg.IntOpt('host_timeout', default=180, min=1,
