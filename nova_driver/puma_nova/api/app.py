@@ -102,8 +102,7 @@ class APIRouter(object):
 
 
 def build_app(scheduler_api=None, nova_client=None, conf=CONF):
-    """The WSGI app with its middleware; clients default to the real ones.
-    """
+    """The WSGI app with its middleware (real clients by default)."""
     controller = v1.Controller(scheduler_api or rpcapi.SchedulerAPI(),
                                nova_client or nova.SDKNovaClient())
     app = middleware.ContextMiddleware(APIRouter(controller))

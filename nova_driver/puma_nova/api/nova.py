@@ -48,8 +48,7 @@ class NovaClient(metaclass=abc.ABCMeta):
 
 
 class SDKNovaClient(NovaClient):
-    """Nova through openstacksdk, with puma-api's own [nova] credentials.
-    """
+    """Nova through openstacksdk with puma-api's [nova] credentials."""
 
     def __init__(self):
         self._conn = None

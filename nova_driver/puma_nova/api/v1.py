@@ -18,8 +18,8 @@ GET  /v1/ledger             split-migration ledger (?host=&server=&active=)
 POST /v1/split-migrations   {"server": ID or name, "host": optional}
 """
 
-import oslo_messaging as messaging
 from oslo_log import log as logging
+import oslo_messaging as messaging
 
 from puma_nova.api import schemas
 from puma_nova.db import api as db_api

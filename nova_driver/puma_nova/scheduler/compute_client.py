@@ -32,8 +32,7 @@ class ComputeClient(object):
         self.client = rpc.get_client(transport, target, version_cap='1.0')
 
     def apply_pairs(self, ctxt, host, pairs):
-        """Give HOST the full set of pairs of its VMs (absent = unpaired).
-        """
+        """Give HOST the full set of its VMs' pairs (absent = unpaired)."""
         cctxt = self.client.prepare(
             server=host, version='1.0',
             timeout=CONF.puma_scheduler.rpc_timeout)

@@ -72,8 +72,7 @@ class SchedulerAPI(object):
         return cctxt.call(ctxt, 'release_split', instance_uuid=instance_uuid)
 
     def split_state(self, ctxt, instance_uuid, state):
-        """Move the server's current split to 'running', 'done' or 'failed'.
-        """
+        """Move the server's split to 'running', 'done' or 'failed'."""
         cctxt = self.client.prepare(version='1.0')
         return cctxt.call(ctxt, 'split_state', instance_uuid=instance_uuid,
                           state=state)

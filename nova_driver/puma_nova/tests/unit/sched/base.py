@@ -69,8 +69,7 @@ def stats(free_mb, vms=(), memory_mb=65536, address=None):
 
 
 class ComputeEndpoint(object):
-    """The compute side of the contract as a test endpoint: records calls.
-    """
+    """The compute side of the contract as a test endpoint."""
 
     target = messaging.Target(version='1.0')
 
@@ -83,8 +82,7 @@ class ComputeEndpoint(object):
 
 
 class RPCFixture(fixtures.Fixture):
-    """puma-scheduler on an in-process fake:// bus, plus compute endpoints.
-    """
+    """puma-scheduler on an in-process fake:// bus, plus computes."""
 
     def __init__(self, compute_hosts=()):
         self.compute_hosts = compute_hosts
