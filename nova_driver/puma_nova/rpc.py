@@ -53,11 +53,10 @@ def get_serializer():
 
 def get_transport(conf, url=None):
     """The RPC transport for URL (default: CONF.transport_url), cached."""
-    key = url or conf.transport_url
-    transport = _TRANSPORTS.get(key)
+    transport = _TRANSPORTS.get(url)
     if transport is None:
         transport = messaging.get_rpc_transport(conf, url=url)
-        _TRANSPORTS[key] = transport
+        _TRANSPORTS[url] = transport
     return transport
 
 
