@@ -23,6 +23,7 @@ full new set (ComputeClient.apply_pairs).  A host that could not be
 reached is tried again next round.
 """
 
+from concurrent import futures
 import secrets
 import threading
 
@@ -42,6 +43,8 @@ CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 PAGE_KB = 4
+# Most apply_pairs calls in flight at once.
+PUSH_THREADS = 16
 
 
 def _vm_model(row):
@@ -223,16 +226,25 @@ class SchedulerManager(object):
         for host in set(self._pushed) - set(desired):
             if self._pushed[host]:
                 desired[host] = []
+        todo = {}
         for host in sorted(desired):
             pairs = sorted(desired[host],
                            key=lambda i: (i['lender'], i['borrower']))
-            if self._pushed.get(host) == pairs:
-                continue
+            if self._pushed.get(host) != pairs:
+                todo[host] = pairs
+        if not todo:
+            return
+        # In parallel: one unreachable host costs one rpc_timeout, not one
+        # per host.
+        with futures.ThreadPoolExecutor(min(PUSH_THREADS, len(todo))) as ex:
+            calls = {host: ex.submit(self.compute.apply_pairs, ctxt, host,
+                                     pairs) for host, pairs in todo.items()}
+        for host, call in sorted(calls.items()):
             try:
-                self.compute.apply_pairs(ctxt, host, pairs)
+                call.result()
             except messaging.MessagingException as e:
                 LOG.warning('Host %(host)s did not take its %(n)d pairs, '
                             'next round tries again: %(err)s',
-                            {'host': host, 'n': len(pairs), 'err': e})
+                            {'host': host, 'n': len(todo[host]), 'err': e})
                 continue
-            self._pushed[host] = pairs
+            self._pushed[host] = todo[host]

@@ -62,7 +62,11 @@ class SchedulerService(object):
                 LOG.exception('Planning round failed')
 
     def stop(self):
+        """Stop serving; a round in progress gets rpc_timeout to finish."""
         self._stop.set()
         self.server.stop()
         self.server.wait()
-        self._thread.join()
+        self._thread.join(CONF.puma_scheduler.rpc_timeout + 5)
+        if self._thread.is_alive():
+            LOG.warning('Planning round still waiting for compute hosts; '
+                        'exiting without it (the next start pushes again)')
