@@ -80,7 +80,8 @@ class VMStats(Base):
     host: orm.Mapped[str] = orm.mapped_column(
         sa.String(255), sa.ForeignKey('hosts.name', ondelete='CASCADE'),
         index=True)
-    project_id: orm.Mapped[str] = orm.mapped_column(sa.String(255))
+    project_id: orm.Mapped[str | None] = orm.mapped_column(sa.String(255),
+                                                           nullable=True)
     memory_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer)
     rss_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer, default=0)
     free_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer, default=0)

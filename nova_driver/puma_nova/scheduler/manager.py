@@ -48,16 +48,21 @@ PUSH_THREADS = 16
 
 
 def _vm_model(row):
-    """A planner VM from a vm_stats row."""
+    """A planner VM from a vm_stats row.
+
+    A VM of unknown project neither lends nor borrows: pairs never cross
+    projects.
+    """
     opts = CONF.puma_scheduler
+    known = row['project_id'] is not None
+    lends = known and row['lendable']
     demand = 0
-    if not row['lendable'] and row['cache_miss_rate'] >= \
+    if known and not lends and row['cache_miss_rate'] >= \
             opts.miss_rate_threshold:
         demand = min(row['refaults'] * PAGE_KB // 1024, row['memory_mb'])
     return model.VM(uuid=row['uuid'], host=row['host'],
-                    project=row['project_id'], ram_mb=row['memory_mb'],
-                    idle=row['lendable'],
-                    free_mb=row['free_mb'] if row['lendable'] else 0,
+                    project=row['project_id'] or '', ram_mb=row['memory_mb'],
+                    idle=lends, free_mb=row['free_mb'] if lends else 0,
                     cache_demand_mb=demand)
 
 

@@ -21,7 +21,10 @@ VM = {
     'type': 'object',
     'properties': {
         'uuid': {'type': 'string', 'minLength': 1, 'maxLength': 36},
-        'project_id': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        # None when nova-compute does not know the guest's instance; such
+        # a VM is stored but never paired.
+        'project_id': {'type': ['string', 'null'], 'minLength': 1,
+                       'maxLength': 255},
         'memory_mb': _count,
         'rss_mb': _count,
         'free_mb': _count,

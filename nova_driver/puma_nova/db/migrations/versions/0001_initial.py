@@ -42,7 +42,7 @@ def upgrade():
         sa.Column('host', sa.String(255),
                   sa.ForeignKey('hosts.name', ondelete='CASCADE'),
                   nullable=False, index=True),
-        sa.Column('project_id', sa.String(255), nullable=False),
+        sa.Column('project_id', sa.String(255), nullable=True),
         sa.Column('memory_mb', sa.Integer, nullable=False),
         sa.Column('rss_mb', sa.Integer, nullable=False),
         sa.Column('free_mb', sa.Integer, nullable=False),

@@ -14,8 +14,9 @@
 The broker comes from lab/rabbitmq (loopback only, its own ports, node
 name and directories, stopped by PID); the test plays the compute hosts:
 it serves the puma-compute endpoint of the contract for two hosts and
-calls the scheduler with SchedulerAPI.  Skipped only when Debian's
-rabbitmq-server is not installed.
+calls the scheduler with SchedulerAPI; the real puma-api process shows
+what the scheduler stored.  Skipped only when Debian's rabbitmq-server
+is not installed.
 """
 
 import os
@@ -26,11 +27,13 @@ import sys
 import time
 
 import fixtures
+from keystoneauth1 import session as ks_session
 import oslo_messaging as messaging
 import testtools
 from testtools import content
 
 from puma_nova import context
+from puma_nova.osc import client as puma_client
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi
 from puma_nova.tests.unit.sched import base
@@ -99,7 +102,8 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
                     '[puma_scheduler]\nhost = sched-test\n'
                     'planning_interval = 1\nrpc_timeout = 10\n'
                     'miss_rate_threshold = 0.1\n'
-                    % (self.rabbit.url, tmp))
+                    '[puma_api]\nauth_strategy = noauth\nport = %d\n'
+                    % (self.rabbit.url, tmp, _free_port_block(1)))
         subprocess.run([_script('puma-manage'), '--config-file',
                         self.conf_file, 'db', 'sync'], check=True,
                        timeout=120)
@@ -107,6 +111,10 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
             [_script('puma-scheduler'), '--config-file', self.conf_file,
              '--log-file', self.log_file])
         self.addCleanup(self._stop_scheduler)
+        self.api_proc = subprocess.Popen(
+            [_script('puma-api'), '--config-file', self.conf_file,
+             '--log-file', os.path.join(tmp, 'puma-api.log')])
+        self.addCleanup(self._stop, self.api_proc)
 
         self.transport = rpc.get_transport(base.CONF, url=self.rabbit.url)
         self.addCleanup(rpc.cleanup)
@@ -135,14 +143,18 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
                 if time.monotonic() > deadline:
                     raise
 
-    def _stop_scheduler(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+    @staticmethod
+    def _stop(proc):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(60)
+                proc.wait(60)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                proc.kill()
+                proc.wait()
+
+    def _stop_scheduler(self):
+        self._stop(self.proc)
         if os.path.exists(self.log_file) and \
                 'puma-scheduler.log' not in self.getDetails():
             self.addDetail('puma-scheduler.log', content.content_from_file(
@@ -156,6 +168,15 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
             self.assertIsNone(self.proc.poll(), 'puma-scheduler exited')
             time.sleep(0.2)
         self.fail('timed out waiting for %s' % what)
+
+    def _api_port(self):
+        with open(self.conf_file) as f:
+            return f.read().rsplit('port = ', 1)[1].strip()
+
+    def _api_up(self):
+        self.assertIsNone(self.api_proc.poll(), 'puma-api exited')
+        with socket.socket() as s:
+            return s.connect_ex(('127.0.0.1', int(self._api_port()))) == 0
 
     def _report(self, lender_idle):
         # 262144 refaulted pages of 4 KiB: 1024 MiB of missing cache.
@@ -194,8 +215,21 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
         e = self.assertRaises(messaging.RemoteError, self.api.split_state,
                               self.ctxt, 'big', 'planned')
         self.assertEqual('Invalid', e.exc_type)
+        # The real puma-api process reads the same database.
+        client = puma_client.Client(
+            ks_session.Session(), endpoint_override='http://127.0.0.1:%s' %
+            self._api_port())
+        self._wait_for('puma-api', self._api_up)
+        self.assertEqual([('big', 'h1', 'h2', 'running')],
+                         [(e['instance_uuid'], e['main_host'],
+                           e['sub_host'], e['state'])
+                          for e in client.list('ledger', active='true')])
+        self.assertEqual([('lender', 'borrower', 1024)],
+                         [(p['lender'], p['borrower'], p['capacity_mb'])
+                          for p in client.list('pairs')])
         self.api.release_split(self.ctxt, 'big')
         self.api.release_split(self.ctxt, 'big')
+        self.assertEqual([], client.list('ledger', active='true'))
         self.assertEqual([], self.api.get_ledger(self.ctxt, 'h1'))
 
         # No sub host for 64 GiB: PlanError, nothing recorded.

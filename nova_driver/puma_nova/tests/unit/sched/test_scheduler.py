@@ -140,6 +140,17 @@ class TestPlanningRound(base.TestCase):
         self.assertEqual([], self.rpc.computes['h2'].applied[-1])
         self.assertEqual([], db_api.pair_list(self.ctxt))
 
+    def test_vms_of_unknown_project_are_never_paired(self):
+        self.api.report_host(self.ctxt, 'h1', base.stats(
+            1000, [base.vm('l1', project=None, free_mb=3000,
+                           lendable=True)]))
+        self.api.report_host(self.ctxt, 'h2', base.stats(
+            1000, [base.vm('b1', project=None, miss=0.5, refaults=524288)]))
+        plan = self.manager.run_planning_round(self.ctxt)
+        self.assertEqual((), plan.new)
+        self.assertEqual([None, None], [v['project_id'] for v in
+                                        db_api.vm_list(self.ctxt)])
+
     def test_unreachable_host_is_retried(self):
         self.flags(group='puma_scheduler', rpc_timeout=1)
         self._report()
