@@ -15,12 +15,16 @@ Production deployments run puma_nova.api.app:init_application under a
 WSGI server (the puma-api-wsgi script).
 """
 
-import socketserver
-from wsgiref import simple_server
+# Before anything imports oslo.messaging or oslo.service.
+from puma_nova import threads
+threads.use_native_threads()
 
-from oslo_config import cfg
+import socketserver  # noqa: E402
+from wsgiref import simple_server  # noqa: E402
 
-from puma_nova.api import app
+from oslo_config import cfg  # noqa: E402
+
+from puma_nova.api import app  # noqa: E402
 
 CONF = cfg.CONF
 

@@ -15,12 +15,16 @@
     puma-manage db version                 print the schema revision
 """
 
-import sys
+# Before anything imports oslo.messaging or oslo.service.
+from puma_nova import threads
+threads.use_native_threads()
 
-from oslo_config import cfg
+import sys  # noqa: E402
 
-from puma_nova.conf import scheduler as sched_conf
-from puma_nova.db import migration
+from oslo_config import cfg  # noqa: E402
+
+from puma_nova.conf import scheduler as sched_conf  # noqa: E402
+from puma_nova.db import migration  # noqa: E402
 
 CONF = cfg.CONF
 

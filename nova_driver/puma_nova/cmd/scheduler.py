@@ -11,15 +11,19 @@
 # under the License.
 """puma-scheduler: the Puma datacenter scheduler service."""
 
-import signal
-import sys
-import threading
+# Before anything imports oslo.messaging or oslo.service.
+from puma_nova import threads
+threads.use_native_threads()
 
-from oslo_config import cfg
-from oslo_log import log as logging
+import signal  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
 
-from puma_nova.conf import scheduler as sched_conf
-from puma_nova.scheduler import service
+from oslo_config import cfg  # noqa: E402
+from oslo_log import log as logging  # noqa: E402
+
+from puma_nova.conf import scheduler as sched_conf  # noqa: E402
+from puma_nova.scheduler import service  # noqa: E402
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
