@@ -70,9 +70,11 @@ class SDKNovaClient(NovaClient):
         if srv is None:
             return None
         srv = self.conn.compute.get_server(srv.id)
-        ram = (srv.flavor or {}).get('ram')
-        if ram is None:
-            ram = self.conn.compute.get_flavor(srv.flavor['id']).ram
+        # Since API 2.47 the server embeds its flavor's RAM; before, only
+        # the flavor's ID.
+        ram = srv.flavor.ram if srv.flavor else None
+        if not ram:
+            ram = self.conn.compute.get_flavor(srv.flavor.id).ram
         return {'id': srv.id, 'name': srv.name, 'host': srv.compute_host,
                 'status': srv.status, 'memory_mb': ram,
                 'project_id': srv.project_id}
