@@ -10,6 +10,9 @@ if is_service_enabled puma-scheduler puma-api; then
     if [[ "$1" == "stack" && "$2" == "install" ]]; then
         echo_summary "Installing Puma"
         install_puma
+        if is_service_enabled horizon; then
+            install_puma_dashboard
+        fi
     elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         echo_summary "Configuring Puma"
         configure_puma
