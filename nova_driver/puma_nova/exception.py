@@ -30,6 +30,10 @@ class Conflict(PumaException):
     code = 409
 
 
+class TooLarge(PumaException):
+    code = 413
+
+
 class InvalidStats(Invalid):
     """A report_host call carried statistics we cannot store."""
 

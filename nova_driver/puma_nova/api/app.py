@@ -72,8 +72,8 @@ class APIRouter(object):
 
     def _body(self, req):
         if req.content_length and req.content_length > MAX_BODY:
-            raise exception.Invalid('request body larger than %d bytes' %
-                                    MAX_BODY)
+            raise exception.TooLarge('request body larger than %d bytes' %
+                                     MAX_BODY)
         if req.content_type != 'application/json':
             raise exception.Invalid('request body must be application/json')
         try:

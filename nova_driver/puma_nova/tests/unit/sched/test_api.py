@@ -120,6 +120,8 @@ class TestAPI(base.TestCase):
         self.assertError(self.post('server=x', 400,
                                    content_type='text/plain'),
                          400, 'application/json')
+        big = jsonutils.dumps({'server': 'x' * (app.MAX_BODY + 1)})
+        self.assertError(self.post(big, 413), 413, 'larger than')
         self.assertEqual([], self.nova.migrations)
         self.assertEqual([], db_api.ledger_list(self.ctxt))
 
