@@ -222,15 +222,20 @@ def ledger_set_state(ctxt, instance_uuid, state):
         return _as_dict(row)
 
 
-def ledger_release(ctxt, instance_uuid):
-    """Release every unreleased entry of a server; return how many."""
+def ledger_release(ctxt, instance_uuid, before_id=None):
+    """Release unreleased entries of a server; return how many.
+
+    :param before_id: only entries older than this one (a server that
+        finished moving again gives back its previous split).
+    """
     with _context().writer.using(ctxt) as session:
-        result = session.execute(
-            sa.update(models.LedgerEntry)
-            .where(models.LedgerEntry.instance_uuid == instance_uuid,
-                   models.LedgerEntry.state != models.RELEASED)
-            .values(state=models.RELEASED,
-                    updated_at=models._now()))
+        q = (sa.update(models.LedgerEntry)
+             .where(models.LedgerEntry.instance_uuid == instance_uuid,
+                    models.LedgerEntry.state != models.RELEASED))
+        if before_id is not None:
+            q = q.where(models.LedgerEntry.id < before_id)
+        result = session.execute(q.values(state=models.RELEASED,
+                                          updated_at=models._now()))
         return result.rowcount
 
 

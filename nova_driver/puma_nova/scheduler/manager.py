@@ -179,6 +179,10 @@ class SchedulerManager(object):
                 (state,))
         with self._plan_lock:
             entry = db_api.ledger_set_state(ctxt, instance_uuid, state)
+            if state == models.DONE:
+                # The server left the hosts of its previous split.
+                db_api.ledger_release(ctxt, instance_uuid,
+                                      before_id=entry['id'])
             if state == models.RUNNING:
                 db_api.memory_server_set(ctxt, instance_uuid,
                                          host=entry['sub_host'],

@@ -82,6 +82,37 @@ class TestSchedulerRPC(base.TestCase):
                                     'i1', 'done')
         self.assertEqual('LedgerNotFound', name)
 
+    def test_moving_again_releases_the_previous_split_when_done(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        second = self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1')
+
+        def states():
+            return [(e['main_host'], e['state']) for e in
+                    db_api.ledger_list(self.ctxt, instance_uuid='i1')]
+
+        # The old split holds its memory until the new one is done...
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.assertEqual([('m', 'done'), ('m2', 'running')], states())
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.assertEqual([('m', 'released'), ('m2', 'done')], states())
+        self.assertEqual([second['sub_host']],
+                         [e['sub_host'] for e in
+                          self.api.get_ledger(self.ctxt, 'm2')])
+
+    def test_failed_second_move_keeps_the_first_split(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'failed')
+        self.assertEqual(['done', 'failed'],
+                         [e['state'] for e in db_api.ledger_list(
+                             self.ctxt, instance_uuid='i1')])
+
     def test_bad_stats_are_refused_and_change_nothing(self):
         bad = base.stats(100, [base.vm('x')])
         bad['vms'][0]['memory_mb'] = -5
