@@ -20,6 +20,9 @@ PUMA_APT_PACKAGES="
 	iproute2 e2fsprogs debootstrap busybox-static cpio xz-utils zstd kmod
 	gcc gcc-multilib make libelf-dev libssl-dev bc dwarves
 	python3 python3-pip"
+# Daemons the lab runs privately, one instance per test (lib/rabbitmq.sh);
+# their Debian services must never start: see install_daemons.
+PUMA_APT_DAEMONS="rabbitmq-server"
 # meson >= 1.5 is required by QEMU 10.0; bookworm has it in backports.
 PUMA_APT_BACKPORTS="meson"
 # The lab's own Python environment: tox plus what lab/requirements.txt lists.
@@ -87,7 +90,39 @@ install_deps()
 		apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
 			die "apt-get install failed for:" $missing
 	fi
+	install_daemons
 	install_venv
+}
+
+# install_daemons - $PUMA_APT_DAEMONS without their system-wide services:
+# a policy-rc.d keeps the postinst from starting them (unless one already
+# exists, e.g. in containers) and the units are disabled at boot.
+install_daemons()
+{
+	local missing policy=/usr/sbin/policy-rc.d ours= p
+	missing=$(missing_packages $PUMA_APT_DAEMONS)
+	[ -n "$missing" ] || return 0
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\n# lab/setup deps: no service starts now\nexit 101\n' \
+			>"$policy"
+		chmod 755 "$policy"
+		ours=1
+	fi
+	info "installing Debian packages (services not started):" $missing
+	p=0
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
+		p=$?
+	[ -z "$ours" ] || rm -f "$policy"
+	[ $p -eq 0 ] || die "apt-get install failed for:" $missing
+	if [ -d /run/systemd/system ]; then
+		for p in $missing; do
+			systemctl disable "$p.service" >/dev/null 2>&1 || true
+		done
+	else
+		for p in $missing; do
+			update-rc.d "$p" disable >/dev/null 2>&1 || true
+		done
+	fi
 }
 
 # install_venv - $PUMA_VENV with tox and the lab requirements, rebuilt when

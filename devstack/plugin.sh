@@ -1,0 +1,36 @@
+#!/bin/bash
+# shellcheck shell=bash
+#
+# devstack/plugin.sh - dispatch devstack's phases to lib/puma.
+
+# shellcheck source=devstack/lib/puma
+source "$(dirname "${BASH_SOURCE[0]}")/lib/puma"
+
+if is_service_enabled puma-scheduler puma-api; then
+    if [[ "$1" == "stack" && "$2" == "install" ]]; then
+        echo_summary "Installing Puma"
+        install_puma
+        if is_service_enabled horizon; then
+            install_puma_dashboard
+        fi
+    elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
+        echo_summary "Configuring Puma"
+        configure_puma
+        configure_nova_for_puma
+        if is_service_enabled keystone; then
+            create_puma_accounts
+        fi
+        init_puma
+    elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
+        echo_summary "Starting Puma"
+        start_puma
+    fi
+
+    if [[ "$1" == "unstack" ]]; then
+        stop_puma
+    fi
+
+    if [[ "$1" == "clean" ]]; then
+        cleanup_puma
+    fi
+fi

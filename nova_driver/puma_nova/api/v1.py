@@ -1,0 +1,149 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""API v1 resources.
+
+GET  /v1/hosts              hosts and their latest memory report
+GET  /v1/pairs              lending pairs in force (keys never shown)
+GET  /v1/memory-servers     memory servers (?host=)
+GET  /v1/ledger             split-migration ledger (?host=&server=&active=)
+POST /v1/split-migrations   {"server": ID or name, "host": optional}
+"""
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from puma_nova.api import schemas
+from puma_nova.db import api as db_api
+from puma_nova import exception
+
+LOG = logging.getLogger(__name__)
+
+HOST_FIELDS = ('name', 'address', 'memory_mb', 'free_mb', 'lendable_mb',
+               'shoot4u', 'split', 'updated_at')
+PAIR_FIELDS = ('lender', 'borrower', 'lender_host', 'borrower_host',
+               'capacity_mb', 'created_at')
+MEMORY_SERVER_FIELDS = ('instance_uuid', 'host', 'size_mb', 'uri', 'state',
+                        'updated_at')
+LEDGER_FIELDS = ('id', 'instance_uuid', 'project_id', 'main_host',
+                 'sub_host', 'mb', 'main_limit_mb', 'state', 'created_at',
+                 'updated_at')
+
+
+def _view(row, fields):
+    out = {}
+    for f in fields:
+        v = row[f]
+        out[f] = v.isoformat() if hasattr(v, 'isoformat') else v
+    return out
+
+
+def _rpc_error(e):
+    """An API exception for a failed scheduler call."""
+    if isinstance(e, messaging.MessagingTimeout):
+        return exception.PumaException(
+            'the scheduler did not answer in time; retry later')
+    name = getattr(e, 'exc_type', type(e).__name__)
+    value = getattr(e, 'value', str(e))
+    if name == 'PlanError':
+        return exception.Conflict('no split migration possible: %s' % value)
+    return exception.PumaException('scheduler error %s: %s' % (name, value))
+
+
+class Controller(object):
+
+    def __init__(self, scheduler_api, nova):
+        self.scheduler = scheduler_api
+        self.nova = nova
+
+    def _limit(self, rows, fields, conf):
+        return [_view(r, fields) for r in rows[:conf.puma_api.max_limit]]
+
+    def hosts(self, req, ctxt, conf):
+        schemas.validate(schemas.LIST_QUERY['hosts'], dict(req.GET),
+                         'query')
+        return 200, {'hosts': self._limit(db_api.host_list(ctxt),
+                                          HOST_FIELDS, conf)}
+
+    def pairs(self, req, ctxt, conf):
+        schemas.validate(schemas.LIST_QUERY['pairs'], dict(req.GET),
+                         'query')
+        return 200, {'pairs': self._limit(db_api.pair_list(ctxt),
+                                          PAIR_FIELDS, conf)}
+
+    def memory_servers(self, req, ctxt, conf):
+        query = dict(req.GET)
+        schemas.validate(schemas.LIST_QUERY['memory_servers'], query,
+                         'query')
+        rows = db_api.memory_server_list(ctxt, host=query.get('host'))
+        return 200, {'memory_servers': self._limit(
+            rows, MEMORY_SERVER_FIELDS, conf)}
+
+    def ledger(self, req, ctxt, conf):
+        query = dict(req.GET)
+        schemas.validate(schemas.LIST_QUERY['ledger'], query, 'query')
+        rows = db_api.ledger_list(ctxt, host=query.get('host'),
+                                  instance_uuid=query.get('server'),
+                                  active_only=query.get('active') == 'true')
+        return 200, {'ledger': self._limit(rows, LEDGER_FIELDS, conf)}
+
+    def _pick_main_host(self, ctxt, conf, server):
+        """The live host with the most uncommitted free memory."""
+        promised = db_api.ledger_commitments(ctxt)
+        hosts = [h for h in db_api.host_list(
+            ctxt, db_api.since(conf.puma_scheduler.host_timeout))
+            if h['name'] != server['host'] and h['split']]
+        if not hosts:
+            raise exception.Conflict(
+                'no other host with the split-migration stack reports to '
+                'the scheduler')
+        best = max(hosts, key=lambda h: (h['free_mb'] -
+                                         promised.get(h['name'], 0),
+                                         h['name']))
+        return best['name']
+
+    def split_migrate(self, req, ctxt, conf, body):
+        schemas.validate(schemas.SPLIT_MIGRATION, body, 'request body')
+        server = self.nova.get_server(body['server'])
+        if server is None:
+            raise exception.ServerNotFound('server %s not found' %
+                                           body['server'])
+        if server['status'] != 'ACTIVE':
+            raise exception.Conflict(
+                'server %s is %s; only ACTIVE servers can be live-migrated'
+                % (server['id'], server['status']))
+        main_host = body.get('host') or self._pick_main_host(ctxt, conf,
+                                                             server)
+        try:
+            plan = self.scheduler.plan_split(
+                ctxt, server['id'], server['memory_mb'], main_host,
+                server['project_id'])
+        except messaging.MessagingException as e:
+            raise _rpc_error(e)
+        except Exception as e:
+            # The in-process bus re-raises the scheduler's exception.
+            if type(e).__name__ != 'PlanError':
+                raise
+            raise _rpc_error(e)
+        try:
+            self.nova.live_migrate(server['id'], main_host)
+        except exception.NovaError:
+            # Nothing moves: give the planned memory back.
+            self.scheduler.release_split(ctxt, server['id'])
+            raise
+        LOG.info('Split migration of %s to %s requested', server['id'],
+                 main_host)
+        return 202, {'split_migration': {
+            'server': server['id'], 'main_host': main_host,
+            'sub_host': plan['sub_host'],
+            'main_limit_mb': plan['main_limit_mb'],
+            'remote_mb': plan['remote_mb'],
+            'state': 'planned' if plan['sub_host'] else 'whole'}}

@@ -1,0 +1,23 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The Memory Pool index view."""
+
+from django.utils.translation import gettext_lazy as _
+from horizon import tabs
+
+from puma_nova.dashboard.content.memory_pool import tabs as mp_tabs
+
+
+class IndexView(tabs.TabbedTableView):
+    tab_group_class = mp_tabs.MemoryPoolTabs
+    template_name = 'memory_pool/index.html'
+    page_title = _('Memory Pool')

@@ -1,0 +1,262 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Database API of the Puma services (oslo.db enginefacade).
+
+Every function takes a puma_nova.context.RequestContext first and returns
+plain dictionaries, never ORM objects.  The connection is oslo.db's
+[database] connection unless configure() was given one (tests).
+"""
+
+import datetime
+import threading
+
+from oslo_db.sqlalchemy import enginefacade
+import sqlalchemy as sa
+
+from puma_nova.db import models
+from puma_nova import exception
+
+_LOCK = threading.Lock()
+_CTX = None
+
+
+def configure(connection=None):
+    """Use a new transaction context (on CONNECTION if given)."""
+    global _CTX
+    with _LOCK:
+        ctx = enginefacade.transaction_context()
+        opts = {'sqlite_fk': True}
+        if connection:
+            opts['connection'] = connection
+        ctx.configure(**opts)
+        _CTX = ctx
+
+
+def _context():
+    if _CTX is None:
+        configure()
+    return _CTX
+
+
+def get_engine():
+    return _context().writer.get_engine()
+
+
+def _as_dict(row):
+    return {c.key: getattr(row, c.key) for c in sa.inspect(row).mapper
+            .column_attrs}
+
+
+# Hosts and VM statistics.
+
+def host_report(ctxt, name, stats, now=None):
+    """Replace what we know of host NAME and its VMs with STATS.
+
+    VMs the host no longer reports are forgotten; a VM reported by a new
+    host moves there.  STATS was validated by the caller.
+    """
+    now = now or models._now()
+    with _context().writer.using(ctxt) as session:
+        host = session.get(models.Host, name)
+        if host is None:
+            host = models.Host(name=name)
+            session.add(host)
+        for key in ('address', 'memory_mb', 'free_mb', 'lendable_mb',
+                    'shoot4u', 'split'):
+            setattr(host, key, stats[key])
+        host.updated_at = now
+        session.flush()
+        reported = {vm['uuid']: vm for vm in stats['vms']}
+        session.execute(sa.delete(models.VMStats).where(
+            models.VMStats.host == name,
+            models.VMStats.uuid.not_in(list(reported))))
+        for uuid, vm in reported.items():
+            row = session.get(models.VMStats, uuid)
+            if row is None:
+                row = models.VMStats(uuid=uuid)
+                session.add(row)
+            row.host = name
+            row.project_id = vm['project_id']
+            row.memory_mb = vm['memory_mb']
+            row.rss_mb = vm['rss_mb']
+            row.free_mb = vm['free_mb']
+            row.cache_miss_rate = vm['cache_miss_rate']
+            row.refaults = vm['refaults']
+            row.lendable = vm['lendable']
+            row.counters = vm['puma']
+
+
+def host_list(ctxt, updated_since=None):
+    """Hosts (optionally only those reported since UPDATED_SINCE)."""
+    with _context().reader.using(ctxt) as session:
+        q = sa.select(models.Host).order_by(models.Host.name)
+        if updated_since is not None:
+            q = q.where(models.Host.updated_at >= updated_since)
+        return [_as_dict(h) for h in session.scalars(q)]
+
+
+def vm_list(ctxt, hosts=None):
+    """VM statistics, optionally only of the hosts named in HOSTS."""
+    with _context().reader.using(ctxt) as session:
+        q = sa.select(models.VMStats).order_by(models.VMStats.uuid)
+        if hosts is not None:
+            q = q.where(models.VMStats.host.in_(list(hosts)))
+        return [_as_dict(v) for v in session.scalars(q)]
+
+
+# Lending pairs.
+
+def pair_list(ctxt):
+    with _context().reader.using(ctxt) as session:
+        q = sa.select(models.Pair).order_by(models.Pair.id)
+        return [_as_dict(p) for p in session.scalars(q)]
+
+
+def pair_update(ctxt, revoke, new):
+    """Delete the pairs (lender, borrower) in REVOKE and add NEW (dicts)."""
+    with _context().writer.using(ctxt) as session:
+        for lender, borrower in revoke:
+            session.execute(sa.delete(models.Pair).where(
+                models.Pair.lender == lender,
+                models.Pair.borrower == borrower))
+        for values in new:
+            session.add(models.Pair(**values))
+
+
+# Memory servers.
+
+def memory_server_set(ctxt, instance_uuid, **values):
+    """Create or update the memory server record of a server."""
+    with _context().writer.using(ctxt) as session:
+        row = session.get(models.MemoryServer, instance_uuid)
+        if row is None:
+            row = models.MemoryServer(instance_uuid=instance_uuid)
+            session.add(row)
+        for key, value in values.items():
+            setattr(row, key, value)
+
+
+def memory_server_list(ctxt, host=None):
+    with _context().reader.using(ctxt) as session:
+        q = sa.select(models.MemoryServer).order_by(
+            models.MemoryServer.host, models.MemoryServer.instance_uuid)
+        if host is not None:
+            q = q.where(models.MemoryServer.host == host)
+        return [_as_dict(m) for m in session.scalars(q)]
+
+
+# Ledger.
+
+def ledger_create(ctxt, instance_uuid, project_id, main_host, sub_host, mb,
+                  main_limit_mb):
+    """A new 'planned' ledger entry."""
+    with _context().writer.using(ctxt) as session:
+        row = models.LedgerEntry(
+            instance_uuid=instance_uuid, project_id=project_id,
+            main_host=main_host, sub_host=sub_host, mb=mb,
+            main_limit_mb=main_limit_mb, state=models.PLANNED)
+        session.add(row)
+        session.flush()
+        return _as_dict(row)
+
+
+def ledger_list(ctxt, host=None, instance_uuid=None, active_only=False):
+    """Ledger entries, oldest first.
+
+    :param host: only entries where HOST is the main or the sub host.
+    :param active_only: only entries that hold memory (planned, running,
+        done).
+    """
+    with _context().reader.using(ctxt) as session:
+        q = sa.select(models.LedgerEntry).order_by(models.LedgerEntry.id)
+        if host is not None:
+            q = q.where(sa.or_(models.LedgerEntry.main_host == host,
+                               models.LedgerEntry.sub_host == host))
+        if instance_uuid is not None:
+            q = q.where(models.LedgerEntry.instance_uuid == instance_uuid)
+        if active_only:
+            q = q.where(models.LedgerEntry.state.in_(models.ACTIVE_STATES))
+        return [_as_dict(e) for e in session.scalars(q)]
+
+
+def _current_entry(session, instance_uuid):
+    q = (sa.select(models.LedgerEntry)
+         .where(models.LedgerEntry.instance_uuid == instance_uuid,
+                models.LedgerEntry.state != models.RELEASED)
+         .order_by(models.LedgerEntry.id.desc()).limit(1))
+    return session.scalars(q).first()
+
+
+def ledger_set_state(ctxt, instance_uuid, state):
+    """Move the newest unreleased entry of a server to STATE.
+
+    Setting the state an entry already has does nothing (RPC retries).
+
+    :raises LedgerNotFound: the server has no unreleased entry.
+    :raises InvalidTransition: the state machine forbids the move.
+    """
+    if state not in models.LEDGER_STATES:
+        raise exception.Invalid('unknown ledger state %r (one of %s)' %
+                                (state, ', '.join(models.LEDGER_STATES)))
+    with _context().writer.using(ctxt) as session:
+        row = _current_entry(session, instance_uuid)
+        if row is None:
+            raise exception.LedgerNotFound(
+                'server %s has no split migration in the ledger' %
+                instance_uuid)
+        if row.state != state:
+            if state not in models.LEDGER_TRANSITIONS[row.state]:
+                raise exception.InvalidTransition(
+                    'the split migration of server %s is %s and cannot '
+                    'become %s' % (instance_uuid, row.state, state))
+            row.state = state
+        return _as_dict(row)
+
+
+def ledger_release(ctxt, instance_uuid, before_id=None):
+    """Release unreleased entries of a server; return how many.
+
+    :param before_id: only entries older than this one (a server that
+        finished moving again gives back its previous split).
+    """
+    with _context().writer.using(ctxt) as session:
+        q = (sa.update(models.LedgerEntry)
+             .where(models.LedgerEntry.instance_uuid == instance_uuid,
+                    models.LedgerEntry.state != models.RELEASED))
+        if before_id is not None:
+            q = q.where(models.LedgerEntry.id < before_id)
+        result = session.execute(q.values(state=models.RELEASED,
+                                          updated_at=models._now()))
+        return result.rowcount
+
+
+def ledger_commitments(ctxt):
+    """MiB promised but not yet visible in host reports, per host.
+
+    {host: mb}: a planned or running split takes its remote part from its
+    sub host and its resident part from its main host.
+    """
+    usage = {}
+    for e in ledger_list(ctxt, active_only=True):
+        if e['state'] in (models.PLANNED, models.RUNNING):
+            usage[e['sub_host']] = usage.get(e['sub_host'], 0) + e['mb']
+            usage[e['main_host']] = (usage.get(e['main_host'], 0) +
+                                     e['main_limit_mb'])
+    return usage
+
+
+def utcnow():
+    return models._now()
+
+
+def since(seconds):
+    return utcnow() - datetime.timedelta(seconds=seconds)

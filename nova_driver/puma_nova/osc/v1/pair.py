@@ -1,0 +1,31 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""openstack puma pair list"""
+
+from osc_lib.command import command
+from osc_lib import utils
+
+from puma_nova.osc import resource_fields as res_fields
+
+
+class ListPair(command.Lister):
+    """List the lending pairs in force."""
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        return parser
+
+    def take_action(self, parsed_args):
+        rows = self.app.client_manager.puma.list('pairs')
+        fields = res_fields.PAIR
+        return (res_fields.labels(fields),
+                (utils.get_dict_properties(r, fields) for r in rows))

@@ -1,0 +1,85 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""oslo.messaging helpers shared by the Puma services.
+
+Every Puma RPC server runs the 'threading' executor (no eventlet anywhere:
+Nova 34 runs its services with native threads) and every message carries
+only JSON-serialisable primitives.  The request context travels as the
+oslo.context dictionary and comes back as a puma_nova.context.RequestContext.
+
+Users:
+    puma-scheduler serves topic 'puma-scheduler' (puma_nova.scheduler.rpcapi),
+    nova-compute serves topic 'puma-compute' (puma_nova.compute.rpcapi).
+"""
+
+import oslo_messaging as messaging
+from oslo_serialization import jsonutils
+
+from puma_nova import context as puma_context
+
+EXECUTOR = 'threading'
+
+_TRANSPORTS = {}
+
+
+class ContextSerializer(messaging.Serializer):
+    """Contexts as oslo.context dicts; arguments and results as primitives."""
+
+    def serialize_entity(self, ctxt, entity):
+        return jsonutils.to_primitive(entity, convert_instances=True)
+
+    def deserialize_entity(self, ctxt, entity):
+        return entity
+
+    def serialize_context(self, ctxt):
+        return ctxt.to_dict()
+
+    def deserialize_context(self, ctxt):
+        return puma_context.RequestContext.from_dict(ctxt)
+
+
+def get_serializer():
+    return ContextSerializer()
+
+
+def get_transport(conf, url=None):
+    """The RPC transport for URL (default: CONF.transport_url), cached."""
+    transport = _TRANSPORTS.get(url)
+    if transport is None:
+        transport = messaging.get_rpc_transport(conf, url=url)
+        _TRANSPORTS[url] = transport
+    return transport
+
+
+def cleanup():
+    """Close the cached transports (service shutdown, test teardown)."""
+    while _TRANSPORTS:
+        _TRANSPORTS.popitem()[1].cleanup()
+
+
+def get_client(transport, target, version_cap=None, timeout=None):
+    """An RPC client for TARGET with the Puma serializer."""
+    return messaging.get_rpc_client(transport, target,
+                                    version_cap=version_cap,
+                                    serializer=get_serializer(),
+                                    timeout=timeout)
+
+
+def get_server(transport, target, endpoints):
+    """An RPC server for TARGET running ENDPOINTS on native threads.
+
+    Only the endpoints' public methods are exposed (no '_' names).
+    """
+    return messaging.get_rpc_server(
+        transport, target, endpoints, executor=EXECUTOR,
+        serializer=get_serializer(),
+        access_policy=messaging.DefaultRPCAccessPolicy)

@@ -1,0 +1,259 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The puma-scheduler RPC endpoint and its planning round.
+
+The manager is the only writer of plans: split-migration plans are made
+under one lock, against host free memory minus what planned and running
+splits already promised (db.api.ledger_commitments), so two plans can
+never count the same free memory twice.
+
+A planning round turns the latest host reports into a model.Cluster,
+asks puma_nova.planning.lending for the pairs to keep, add and revoke,
+stores the result, then gives every host whose set of pairs changed its
+full new set (ComputeClient.apply_pairs).  A host that could not be
+reached is tried again next round.
+"""
+
+from concurrent import futures
+import secrets
+import threading
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from puma_nova.db import api as db_api
+from puma_nova.db import models
+from puma_nova import exception
+from puma_nova.planning import lending
+from puma_nova.planning import model
+from puma_nova.planning import split
+from puma_nova.scheduler import schemas
+
+CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
+
+PAGE_KB = 4
+# Most apply_pairs calls in flight at once.
+PUSH_THREADS = 16
+
+
+def _vm_model(row):
+    """A planner VM from a vm_stats row.
+
+    A VM of unknown project neither lends nor borrows: pairs never cross
+    projects.
+    """
+    opts = CONF.puma_scheduler
+    known = row['project_id'] is not None
+    lends = known and row['lendable']
+    demand = 0
+    if known and not lends and row['cache_miss_rate'] >= \
+            opts.miss_rate_threshold:
+        demand = min(row['refaults'] * PAGE_KB // 1024, row['memory_mb'])
+    return model.VM(uuid=row['uuid'], host=row['host'],
+                    project=row['project_id'] or '', ram_mb=row['memory_mb'],
+                    idle=lends, free_mb=row['free_mb'] if lends else 0,
+                    cache_demand_mb=demand)
+
+
+def _ledger_view(entry):
+    return {k: entry[k] for k in ('instance_uuid', 'main_host', 'sub_host',
+                                  'mb', 'state')}
+
+
+class SchedulerManager(object):
+    """Endpoint of topic 'puma-scheduler', version 1.0 (see rpcapi)."""
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self, compute_client):
+        self.compute = compute_client
+        self._plan_lock = threading.Lock()
+        # host -> the pair list it last accepted.
+        self._pushed = {}
+
+    def _live_hosts(self, ctxt):
+        return db_api.host_list(
+            ctxt, db_api.since(CONF.puma_scheduler.host_timeout))
+
+    def _cluster(self, ctxt, with_pairs=False):
+        hosts = self._live_hosts(ctxt)
+        promised = db_api.ledger_commitments(ctxt)
+        racks = CONF.puma_scheduler.host_racks
+        mhosts = [model.Host(name=h['name'],
+                             rack=racks.get(h['name'], h['name']),
+                             ram_mb=h['memory_mb'],
+                             free_mb=h['free_mb'] - promised.get(h['name'],
+                                                                 0))
+                  for h in hosts]
+        vms = [_vm_model(v) for v in
+               db_api.vm_list(ctxt, [h['name'] for h in hosts])]
+        pairs = ()
+        if with_pairs:
+            pairs = [model.Pair(p['lender'], p['borrower'], p['capacity_mb'])
+                     for p in db_api.pair_list(ctxt)]
+        return model.Cluster.build(mhosts, vms, pairs), hosts
+
+    # RPC API 1.0
+
+    @messaging.expected_exceptions(exception.InvalidStats)
+    def report_host(self, ctxt, host, stats):
+        schemas.validate_stats(host, stats)
+        db_api.host_report(ctxt, host, stats)
+
+    @messaging.expected_exceptions(split.PlanError)
+    def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
+                   project_id):
+        with self._plan_lock:
+            for e in db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
+                                        active_only=True):
+                if e['state'] != models.PLANNED:
+                    continue
+                if e['main_host'] == main_host:
+                    # The API planned it; the destination asks again.
+                    return {'sub_host': e['sub_host'],
+                            'main_limit_mb': e['main_limit_mb'],
+                            'remote_mb': e['mb']}
+                raise split.PlanError(
+                    'server %s already has a split migration planned to %s'
+                    % (instance_uuid, e['main_host']))
+            cluster, _hosts = self._cluster(ctxt)
+            current = cluster.vms.get(instance_uuid)
+            vm = model.VM(uuid=instance_uuid,
+                          host=current.host if current else None,
+                          project=project_id, ram_mb=memory_mb)
+            cluster = model.Cluster(cluster.hosts,
+                                    dict(cluster.vms, **{instance_uuid: vm}))
+            opts = CONF.puma_scheduler
+            plan = split.plan_split(
+                cluster, instance_uuid, main_host, reserve_mb=opts.reserve_mb,
+                min_resident_ratio=opts.min_resident_ratio)
+            if plan is None:
+                return {'sub_host': None, 'main_limit_mb': memory_mb,
+                        'remote_mb': 0}
+            db_api.ledger_create(ctxt, instance_uuid, project_id, main_host,
+                                 plan.sub_host, plan.remote_mb,
+                                 plan.resident_limit_mb)
+            db_api.memory_server_set(ctxt, instance_uuid,
+                                     host=plan.sub_host,
+                                     size_mb=plan.remote_mb,
+                                     state='reserved', uri=None)
+        LOG.info('Planned split migration of %(vm)s: %(res)d MiB on '
+                 '%(main)s, %(rem)d MiB on %(sub)s',
+                 {'vm': instance_uuid, 'res': plan.resident_limit_mb,
+                  'main': main_host, 'rem': plan.remote_mb,
+                  'sub': plan.sub_host})
+        return {'sub_host': plan.sub_host,
+                'main_limit_mb': plan.resident_limit_mb,
+                'remote_mb': plan.remote_mb}
+
+    def get_ledger(self, ctxt, host):
+        return [_ledger_view(e) for e in
+                db_api.ledger_list(ctxt, host=host, active_only=True)]
+
+    def release_split(self, ctxt, instance_uuid):
+        with self._plan_lock:
+            if db_api.ledger_release(ctxt, instance_uuid):
+                LOG.info('Released split migration of %s', instance_uuid)
+            for ms in db_api.memory_server_list(ctxt):
+                if ms['instance_uuid'] == instance_uuid:
+                    db_api.memory_server_set(ctxt, instance_uuid,
+                                             state='stopped')
+
+    @messaging.expected_exceptions(exception.Invalid, exception.NotFound,
+                                   exception.Conflict)
+    def split_state(self, ctxt, instance_uuid, state):
+        if state not in (models.RUNNING, models.DONE, models.FAILED):
+            raise exception.Invalid(
+                'split_state accepts running, done or failed, not %r' %
+                (state,))
+        with self._plan_lock:
+            entry = db_api.ledger_set_state(ctxt, instance_uuid, state)
+            if state == models.DONE:
+                # The server left the hosts of its previous split.
+                db_api.ledger_release(ctxt, instance_uuid,
+                                      before_id=entry['id'])
+            if state == models.RUNNING:
+                db_api.memory_server_set(ctxt, instance_uuid,
+                                         host=entry['sub_host'],
+                                         state='active')
+
+    # Planning rounds
+
+    def run_planning_round(self, ctxt):
+        """Plan pairs, store them, push changed sets; return the Plan."""
+        opts = CONF.puma_scheduler
+        with self._plan_lock:
+            cluster, hosts = self._cluster(ctxt, with_pairs=True)
+            plan = lending.plan_pairs(
+                cluster, min_lend_mb=opts.min_lend_mb,
+                max_per_borrower_mb=opts.max_per_borrower_mb)
+            address = {h['name']: h['address'] for h in hosts}
+            new = []
+            for p in plan.new:
+                lhost = cluster.vms[p.lender].host
+                bhost = cluster.vms[p.borrower].host
+                new.append({'lender': p.lender, 'borrower': p.borrower,
+                            'lender_host': lhost, 'borrower_host': bhost,
+                            'capacity_mb': p.mb,
+                            'key': secrets.token_hex(16)})
+            db_api.pair_update(ctxt,
+                               [(p.lender, p.borrower) for p in plan.revoke],
+                               new)
+            stored = db_api.pair_list(ctxt)
+        if plan.new or plan.revoke:
+            LOG.info('Planning round: %d pairs kept, %d new, %d revoked',
+                     len(plan.keep), len(plan.new), len(plan.revoke))
+        self._push(ctxt, stored, address, plan.revoke, cluster)
+        return plan
+
+    def _push(self, ctxt, stored, address, revoked, cluster):
+        desired = {}
+        for p in stored:
+            item = {'borrower': p['borrower'], 'lender': p['lender'],
+                    'lender_address': address.get(p['lender_host'], ''),
+                    'borrower_address': address.get(p['borrower_host'], ''),
+                    'capacity_mb': p['capacity_mb'], 'key': p['key']}
+            for h in {p['lender_host'], p['borrower_host']}:
+                desired.setdefault(h, []).append(item)
+        # Hosts that lost a pair must hear it even if they have none left.
+        for p in revoked:
+            for uuid in (p.lender, p.borrower):
+                vm = cluster.vms.get(uuid)
+                if vm is not None:
+                    desired.setdefault(vm.host, [])
+        for host in set(self._pushed) - set(desired):
+            if self._pushed[host]:
+                desired[host] = []
+        todo = {}
+        for host in sorted(desired):
+            pairs = sorted(desired[host],
+                           key=lambda i: (i['lender'], i['borrower']))
+            if self._pushed.get(host) != pairs:
+                todo[host] = pairs
+        if not todo:
+            return
+        # In parallel: one unreachable host costs one rpc_timeout, not one
+        # per host.
+        with futures.ThreadPoolExecutor(min(PUSH_THREADS, len(todo))) as ex:
+            calls = {host: ex.submit(self.compute.apply_pairs, ctxt, host,
+                                     pairs) for host, pairs in todo.items()}
+        for host, call in sorted(calls.items()):
+            try:
+                call.result()
+            except messaging.MessagingException as e:
+                LOG.warning('Host %(host)s did not take its %(n)d pairs, '
+                            'next round tries again: %(err)s',
+                            {'host': host, 'n': len(todo[host]), 'err': e})
+                continue
+            self._pushed[host] = todo[host]

@@ -1,0 +1,72 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The puma-scheduler service: an RPC server plus a planning thread.
+
+Threads: oslo.messaging's 'threading' executor runs the RPC calls; one
+daemon thread runs a planning round every [puma_scheduler]
+planning_interval seconds.  stop() ends both and waits for them.
+"""
+
+import threading
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from puma_nova import context
+from puma_nova import rpc
+from puma_nova.scheduler import compute_client
+from puma_nova.scheduler import manager
+from puma_nova.scheduler import rpcapi
+
+CONF = cfg.CONF
+LOG = logging.getLogger(__name__)
+
+
+class SchedulerService(object):
+
+    def __init__(self, transport=None):
+        self.transport = transport or rpc.get_transport(CONF)
+        self.manager = manager.SchedulerManager(
+            compute_client.ComputeClient(self.transport))
+        target = messaging.Target(topic=rpcapi.TOPIC,
+                                  server=CONF.puma_scheduler.host,
+                                  version=rpcapi.RPC_API_VERSION)
+        self.server = rpc.get_server(self.transport, target, [self.manager])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._planning_loop,
+                                        name='puma-planning', daemon=True)
+
+    def start(self):
+        self.server.start()
+        self._thread.start()
+        LOG.info('puma-scheduler %s serving topic %s',
+                 CONF.puma_scheduler.host, rpcapi.TOPIC)
+
+    def _planning_loop(self):
+        ctxt = context.get_admin_context()
+        while not self._stop.wait(CONF.puma_scheduler.planning_interval):
+            try:
+                self.manager.run_planning_round(ctxt)
+            except Exception:
+                # One bad round (database away, ...) must not end planning.
+                LOG.exception('Planning round failed')
+
+    def stop(self):
+        """Stop serving; a round in progress gets rpc_timeout to finish."""
+        self._stop.set()
+        self.server.stop()
+        self.server.wait()
+        self._thread.join(CONF.puma_scheduler.rpc_timeout + 5)
+        if self._thread.is_alive():
+            LOG.warning('Planning round still waiting for compute hosts; '
+                        'exiting without it (the next start pushes again)')

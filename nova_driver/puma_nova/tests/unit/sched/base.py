@@ -1,0 +1,118 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Shared fixtures: a migrated SQLite database per test."""
+
+import os
+
+import fixtures
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import oslo_messaging as messaging
+import testtools
+
+from puma_nova.conf import scheduler as sched_conf
+from puma_nova import context
+from puma_nova.db import api as db_api
+from puma_nova.db import migration
+from puma_nova import rpc
+from puma_nova.scheduler import rpcapi
+from puma_nova.scheduler import service
+
+CONF = cfg.CONF
+sched_conf.register_opts(CONF)
+
+
+class DatabaseFixture(fixtures.Fixture):
+    """A file-backed SQLite database, migrated to head with alembic."""
+
+    def _setUp(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.url = 'sqlite:///' + os.path.join(tmp, 'puma.sqlite')
+        db_api.configure(self.url)
+        migration.upgrade()
+
+
+class TestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(CONF))
+        self.db = self.useFixture(DatabaseFixture())
+        self.ctxt = context.get_admin_context()
+
+    def flags(self, group=None, **kw):
+        self.conf.config(group=group, **kw)
+
+
+def vm(uuid, project='p1', memory_mb=4096, free_mb=0, lendable=False,
+       miss=0.0, refaults=0):
+    return {'uuid': uuid, 'project_id': project, 'memory_mb': memory_mb,
+            'rss_mb': memory_mb - free_mb, 'free_mb': free_mb,
+            'cache_miss_rate': miss, 'refaults': refaults, 'puma': None,
+            'lendable': lendable}
+
+
+def stats(free_mb, vms=(), memory_mb=65536, address=None):
+    return {'memory_mb': memory_mb, 'free_mb': free_mb,
+            'lendable_mb': sum(v['free_mb'] for v in vms if v['lendable']),
+            'address': address or '192.0.2.1', 'shoot4u': False,
+            'split': True, 'vms': list(vms)}
+
+
+class ComputeEndpoint(object):
+    """The compute side of the contract as a test endpoint."""
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self, host):
+        self.host = host
+        self.applied = []
+
+    def apply_pairs(self, ctxt, pairs):
+        self.applied.append(pairs)
+
+
+class RPCFixture(fixtures.Fixture):
+    """puma-scheduler on an in-process fake:// bus, plus computes."""
+
+    def __init__(self, compute_hosts=()):
+        self.compute_hosts = compute_hosts
+
+    def _setUp(self):
+        self.transport = rpc.get_transport(CONF, url='fake://')
+        self.addCleanup(rpc.cleanup)
+        self.service = service.SchedulerService(self.transport)
+        self.service.start()
+        self.addCleanup(self.service.stop)
+        self.computes = {}
+        for host in self.compute_hosts:
+            ep = ComputeEndpoint(host)
+            target = messaging.Target(topic='puma-compute', server=host,
+                                      version='1.0')
+            server = rpc.get_server(self.transport, target, [ep])
+            server.start()
+            self.addCleanup(server.wait)
+            self.addCleanup(server.stop)
+            self.computes[host] = ep
+        self.api = rpcapi.SchedulerAPI(self.transport)
+
+
+def rpc_error(test, func, *args):
+    """(exception class name, message) of a failing RPC call.
+
+    Over RabbitMQ the caller gets a RemoteError naming the server-side
+    exception; the in-process fake driver re-raises the exception itself.
+    """
+    e = test.assertRaises(Exception, func, *args)
+    if isinstance(e, messaging.RemoteError):
+        return e.exc_type, e.value
+    return type(e).__name__, str(e)

@@ -1,0 +1,185 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""puma-api: routing, validation, errors and the split-migration flow."""
+
+from oslo_serialization import jsonutils
+import webtest
+
+from puma_nova.api import app
+from puma_nova.api import middleware
+from puma_nova.api import nova
+from puma_nova.api import v1
+from puma_nova.db import api as db_api
+from puma_nova import exception
+from puma_nova.tests.unit.sched import base
+
+UUID = '8f0a3c52-3a36-4c38-9d2b-5f5b1c9a0001'
+
+
+class FakeNova(nova.NovaClient):
+    """Servers in a dict; live migrations recorded (or refused)."""
+
+    def __init__(self):
+        self.servers = {}
+        self.migrations = []
+        self.refuse = None
+
+    def get_server(self, server):
+        for s in self.servers.values():
+            if server in (s['id'], s['name']):
+                return dict(s)
+        return None
+
+    def live_migrate(self, server_id, host):
+        if self.refuse:
+            raise exception.NovaError(self.refuse)
+        self.migrations.append((server_id, host))
+
+
+class TestAPI(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='puma_api', auth_strategy='noauth')
+        self.flags(group='puma_scheduler', planning_interval=3600,
+                   host_racks={'m': 'r1', 'near': 'r1'})
+        self.rpc = self.useFixture(base.RPCFixture())
+        self.nova = FakeNova()
+        self.nova.servers[UUID] = {
+            'id': UUID, 'name': 'big', 'host': 'src', 'status': 'ACTIVE',
+            'memory_mb': 8192, 'project_id': 'p1'}
+        self.app = webtest.TestApp(app.build_app(self.rpc.api, self.nova))
+        sched = self.rpc.api
+        sched.report_host(self.ctxt, 'src', base.stats(
+            1000, [base.vm(UUID, memory_mb=8192)]))
+        sched.report_host(self.ctxt, 'm', base.stats(4608))
+        sched.report_host(self.ctxt, 'near', base.stats(6000))
+
+    def post(self, body, status, content_type='application/json'):
+        if not isinstance(body, (str, bytes)):
+            body = jsonutils.dumps(body)
+        return self.app.post('/v1/split-migrations', body,
+                             content_type=content_type, status=status)
+
+    def assertError(self, resp, code, text):
+        err = resp.json['error']
+        self.assertEqual(code, err['code'])
+        self.assertIn(text, err['message'])
+
+    def test_versions(self):
+        self.assertEqual('v1', self.app.get('/').json['versions'][0]['id'])
+
+    def test_split_migration_plans_then_asks_nova(self):
+        resp = self.post({'server': 'big', 'host': 'm'}, 202)
+        self.assertEqual({'server': UUID, 'main_host': 'm',
+                          'sub_host': 'near', 'main_limit_mb': 4096,
+                          'remote_mb': 4096, 'state': 'planned'},
+                         resp.json['split_migration'])
+        self.assertEqual([(UUID, 'm')], self.nova.migrations)
+        ledger = self.app.get('/v1/ledger?server=%s' % UUID).json['ledger']
+        self.assertEqual([('m', 'near', 4096, 'planned')],
+                         [(e['main_host'], e['sub_host'], e['mb'],
+                           e['state']) for e in ledger])
+        ms = self.app.get('/v1/memory-servers?host=near').json
+        self.assertEqual([(UUID, 4096, 'reserved')],
+                         [(m['instance_uuid'], m['size_mb'], m['state'])
+                          for m in ms['memory_servers']])
+
+    def test_main_host_is_picked_when_not_given(self):
+        resp = self.post({'server': UUID}, 202)
+        # 'near' has the most free memory and is not the source.
+        self.assertEqual('near', resp.json['split_migration']['main_host'])
+
+    def test_nova_refusal_releases_the_ledger(self):
+        self.nova.refuse = 'host m is disabled'
+        resp = self.post({'server': UUID, 'host': 'm'}, 502)
+        self.assertError(resp, 502, 'host m is disabled')
+        self.assertEqual(['released'], [e['state'] for e in
+                                        db_api.ledger_list(self.ctxt)])
+
+    def test_bad_requests(self):
+        cases = [
+            ({'host': 'm'}, 400, "'server' is a required property"),
+            ({'server': UUID, 'hots': 'm'}, 400, 'Additional properties'),
+            ({'server': UUID, 'host': 'a b'}, 400, 'at host'),
+            ({'server': 42}, 400, 'at server'),
+            ('{"server": ', 400, 'not JSON'),
+            ([1], 400, 'is not of type'),
+        ]
+        for body, code, text in cases:
+            self.assertError(self.post(body, code), code, text)
+        self.assertError(self.post('server=x', 400,
+                                   content_type='text/plain'),
+                         400, 'application/json')
+        big = jsonutils.dumps({'server': 'x' * (app.MAX_BODY + 1)})
+        self.assertError(self.post(big, 413), 413, 'larger than')
+        self.assertEqual([], self.nova.migrations)
+        self.assertEqual([], db_api.ledger_list(self.ctxt))
+
+    def test_unknown_server_inactive_server_and_impossible_plan(self):
+        self.assertError(self.post({'server': 'nope'}, 404), 404,
+                         'server nope not found')
+        self.assertError(self.post({'server': UUID, 'host': 'src'}, 409),
+                         409, 'already runs on src')
+        self.assertError(self.post({'server': UUID, 'host': 'mars'}, 409),
+                         409, 'unknown host mars')
+        self.nova.servers[UUID]['status'] = 'SHUTOFF'
+        self.assertError(self.post({'server': UUID}, 409), 409, 'SHUTOFF')
+        self.assertEqual([], self.nova.migrations)
+
+    def test_routing_errors(self):
+        self.assertError(self.app.get('/v1/nothing', status=404), 404,
+                         '/v1/nothing')
+        self.assertError(self.app.delete('/v1/pairs', status=405), 405,
+                         'DELETE')
+        self.assertError(self.app.get('/v1/ledger?active=yes', status=400),
+                         400, 'at active')
+        self.assertError(self.app.get('/v1/pairs?x=1', status=400), 400,
+                         'Additional properties')
+
+    def test_lists(self):
+        hosts = self.app.get('/v1/hosts').json['hosts']
+        self.assertEqual(['m', 'near', 'src'], [h['name'] for h in hosts])
+        self.assertEqual([], self.app.get('/v1/pairs').json['pairs'])
+        db_api.pair_update(self.ctxt, [], [{
+            'lender': 'a', 'borrower': 'b', 'lender_host': 'm',
+            'borrower_host': 'near', 'capacity_mb': 512, 'key': 'secret'}])
+        pairs = self.app.get('/v1/pairs').json['pairs']
+        self.assertEqual(512, pairs[0]['capacity_mb'])
+        self.assertNotIn('key', pairs[0])
+
+
+class TestAPIAuth(base.TestCase):
+
+    def _app(self):
+        return webtest.TestApp(app.build_app(object(), FakeNova()))
+
+    def test_keystone_pipeline_rejects_anonymous(self):
+        self.flags(group='puma_api', auth_strategy='keystone')
+        self.flags(group='keystone_authtoken',
+                   www_authenticate_uri='http://keystone.invalid/identity')
+        resp = self._app().get('/v1/hosts', status=401)
+        self.assertIn('keystone.invalid', resp.headers['WWW-Authenticate'])
+
+    def test_role_is_required(self):
+        # What auth_token leaves in the environment for a valid token.
+        self.flags(group='puma_api', auth_strategy='keystone')
+        inner = webtest.TestApp(middleware.FaultWrapper(
+            middleware.ContextMiddleware(app.APIRouter(
+                v1.Controller(None, None)))))
+        headers = {'X-Identity-Status': 'Confirmed', 'X-Roles': 'member',
+                   'X-Project-Id': 'p1', 'X-User-Id': 'u1'}
+        resp = inner.get('/v1/hosts', headers=headers, status=403)
+        self.assertIn('admin role', resp.json['error']['message'])
+        headers['X-Roles'] = 'member,admin'
+        self.assertEqual([], inner.get('/v1/hosts',
+                                       headers=headers).json['hosts'])

@@ -1,0 +1,116 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""OSC commands against a real puma-api served on loopback."""
+
+import socketserver
+import threading
+import types
+from wsgiref import simple_server
+
+from keystoneauth1 import session as ks_session
+from osc_lib import exceptions
+
+from puma_nova.api import app
+from puma_nova.db import api as db_api
+from puma_nova.osc import client as puma_client
+from puma_nova.osc import plugin
+from puma_nova.osc.v1 import ledger
+from puma_nova.osc.v1 import memory_server
+from puma_nova.osc.v1 import pair
+from puma_nova.osc.v1 import split
+from puma_nova.tests.unit.sched import base
+from puma_nova.tests.unit.sched import test_api
+
+
+class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class TestOSC(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='puma_api', auth_strategy='noauth')
+        self.flags(group='puma_scheduler', planning_interval=3600)
+        rpcf = self.useFixture(base.RPCFixture())
+        nova = test_api.FakeNova()
+        nova.servers[test_api.UUID] = {
+            'id': test_api.UUID, 'name': 'big', 'host': 'src',
+            'status': 'ACTIVE', 'memory_mb': 8192, 'project_id': 'p1'}
+        rpcf.api.report_host(self.ctxt, 'm', base.stats(4608))
+        rpcf.api.report_host(self.ctxt, 'sub', base.stats(9000))
+        httpd = simple_server.make_server(
+            '127.0.0.1', 0, app.build_app(rpcf.api, nova),
+            server_class=_Server, handler_class=_QuietHandler)
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join)
+        self.addCleanup(httpd.server_close)
+        self.addCleanup(httpd.shutdown)
+        url = 'http://127.0.0.1:%d' % httpd.server_port
+        self.client = puma_client.Client(ks_session.Session(),
+                                         endpoint_override=url)
+        self.app = types.SimpleNamespace(
+            client_manager=types.SimpleNamespace(puma=self.client))
+
+    def run_cmd(self, cls, argv):
+        cmd = cls(self.app, None)
+        parsed = cmd.get_parser('openstack puma').parse_args(argv)
+        return cmd.take_action(parsed)
+
+    def test_split_migrate_then_list_ledger_and_memory_servers(self):
+        cols, data = self.run_cmd(split.MigrateSplit, ['big', '--host', 'm'])
+        shown = dict(zip(cols, data))
+        self.assertEqual({'Server': test_api.UUID, 'Main Host': 'm',
+                          'Sub Host': 'sub', 'Main Limit MB': 4096,
+                          'Remote MB': 4096, 'State': 'planned'}, shown)
+        cols, rows = self.run_cmd(ledger.ListLedger, ['--active',
+                                                      '--host', 'sub'])
+        rows = list(rows)
+        self.assertEqual('Instance UUID', cols[1])
+        self.assertEqual([(test_api.UUID, 'm', 'sub', 4096, 'planned')],
+                         [r[1:5] + (r[6],) for r in rows])
+        cols, rows = self.run_cmd(memory_server.ListMemoryServer,
+                                  ['--host', 'sub'])
+        self.assertEqual([(test_api.UUID, 'sub', 4096, None, 'reserved')],
+                         list(rows))
+
+    def test_pair_list(self):
+        db_api.pair_update(self.ctxt, [], [{
+            'lender': 'a', 'borrower': 'b', 'lender_host': 'm',
+            'borrower_host': 'sub', 'capacity_mb': 512, 'key': 'k'}])
+        cols, rows = self.run_cmd(pair.ListPair, [])
+        self.assertEqual(('Lender', 'Borrower', 'Lender Host',
+                          'Borrower Host', 'Capacity MB', 'Created At'),
+                         cols)
+        self.assertEqual([('a', 'b', 'm', 'sub', 512)],
+                         [r[:5] for r in rows])
+
+    def test_api_errors_become_command_errors(self):
+        e = self.assertRaises(exceptions.CommandError, self.run_cmd,
+                              split.MigrateSplit, ['nope'])
+        self.assertIn('puma-api answered 404: server nope not found',
+                      str(e))
+
+    def test_make_client(self):
+        instance = types.SimpleNamespace(
+            _api_version={'puma': '1'}, session=ks_session.Session(),
+            interface='public', region_name='r1',
+            _cli_options=types.SimpleNamespace(puma_endpoint='http://x'))
+        c = plugin.make_client(instance)
+        self.assertEqual('http://x', c.http.endpoint_override)
+        self.assertEqual('memory-pool', c.http.service_type)

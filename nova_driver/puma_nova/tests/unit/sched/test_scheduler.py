@@ -1,0 +1,192 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""puma-scheduler's RPC API and planning rounds over an in-process bus."""
+
+from puma_nova.db import api as db_api
+from puma_nova.tests.unit.sched import base
+
+
+class TestSchedulerRPC(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='puma_scheduler', planning_interval=3600,
+                   reserve_mb=512, host_racks={'m': 'r1', 'near': 'r1'})
+        self.rpc = self.useFixture(base.RPCFixture(['m', 'near', 'far']))
+        self.api = self.rpc.api
+        self.api.report_host(self.ctxt, 'src', base.stats(
+            1000, [base.vm('i1', memory_mb=8192)]))
+        self.api.report_host(self.ctxt, 'm', base.stats(4608))
+        self.api.report_host(self.ctxt, 'near', base.stats(6000))
+        self.api.report_host(self.ctxt, 'far', base.stats(30000))
+
+    def test_plan_prefers_the_main_hosts_rack_and_is_recorded(self):
+        plan = self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.assertEqual({'sub_host': 'near', 'main_limit_mb': 4096,
+                          'remote_mb': 4096}, plan)
+        # The destination asks again for the same migration: same plan.
+        self.assertEqual(plan, self.api.plan_split(self.ctxt, 'i1', 8192,
+                                                   'm', 'p1'))
+        self.assertEqual([{'instance_uuid': 'i1', 'main_host': 'm',
+                           'sub_host': 'near', 'mb': 4096,
+                           'state': 'planned'}],
+                         self.api.get_ledger(self.ctxt, 'near'))
+        self.assertEqual([], self.api.get_ledger(self.ctxt, 'far'))
+
+    def test_promised_memory_is_not_planned_twice(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        plan = self.api.plan_split(self.ctxt, 'i2', 8192, 'm2', 'p1')
+        # 'near' has 6000 - 4096 promised left: the far host takes it.
+        self.assertEqual('far', plan['sub_host'])
+
+    def test_fits_whole_records_nothing(self):
+        plan = self.api.plan_split(self.ctxt, 'i1', 8192, 'far', 'p1')
+        self.assertEqual({'sub_host': None, 'main_limit_mb': 8192,
+                          'remote_mb': 0}, plan)
+        self.assertEqual([], db_api.ledger_list(self.ctxt))
+
+    def test_no_sub_host_is_a_plan_error(self):
+        name, msg = base.rpc_error(self, self.api.plan_split, self.ctxt,
+                                   'i1', 40000, 'far', 'p1')
+        self.assertEqual('PlanError', name)
+        self.assertIn('no host can hold', msg)
+        self.assertEqual([], db_api.ledger_list(self.ctxt))
+
+    def test_state_machine_over_rpc(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        ms = db_api.memory_server_list(self.ctxt)
+        self.assertEqual([('i1', 'near', 4096, 'active')],
+                         [(m['instance_uuid'], m['host'], m['size_mb'],
+                           m['state']) for m in ms])
+        name, _msg = base.rpc_error(self, self.api.split_state, self.ctxt,
+                                    'i1', 'planned')
+        self.assertEqual('Invalid', name)
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.api.release_split(self.ctxt, 'i1')
+        self.api.release_split(self.ctxt, 'i1')
+        self.assertEqual([], self.api.get_ledger(self.ctxt, 'm'))
+        self.assertEqual('stopped',
+                         db_api.memory_server_list(self.ctxt)[0]['state'])
+        name, _msg = base.rpc_error(self, self.api.split_state, self.ctxt,
+                                    'i1', 'done')
+        self.assertEqual('LedgerNotFound', name)
+
+    def test_moving_again_releases_the_previous_split_when_done(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        second = self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1')
+
+        def states():
+            return [(e['main_host'], e['state']) for e in
+                    db_api.ledger_list(self.ctxt, instance_uuid='i1')]
+
+        # The old split holds its memory until the new one is done...
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.assertEqual([('m', 'done'), ('m2', 'running')], states())
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.assertEqual([('m', 'released'), ('m2', 'done')], states())
+        self.assertEqual([second['sub_host']],
+                         [e['sub_host'] for e in
+                          self.api.get_ledger(self.ctxt, 'm2')])
+
+    def test_failed_second_move_keeps_the_first_split(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'failed')
+        self.assertEqual(['done', 'failed'],
+                         [e['state'] for e in db_api.ledger_list(
+                             self.ctxt, instance_uuid='i1')])
+
+    def test_bad_stats_are_refused_and_change_nothing(self):
+        bad = base.stats(100, [base.vm('x')])
+        bad['vms'][0]['memory_mb'] = -5
+        name, msg = base.rpc_error(self, self.api.report_host, self.ctxt,
+                                   'm', bad)
+        self.assertEqual('InvalidStats', name)
+        self.assertIn('vms/0/memory_mb', msg)
+        hosts = {h['name']: h for h in db_api.host_list(self.ctxt)}
+        self.assertEqual(4608, hosts['m']['free_mb'])
+        self.assertNotIn('x', [v['uuid'] for v in db_api.vm_list(self.ctxt)])
+
+
+class TestPlanningRound(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='puma_scheduler', planning_interval=3600,
+                   miss_rate_threshold=0.1)
+        self.rpc = self.useFixture(base.RPCFixture(['h1', 'h2']))
+        self.api = self.rpc.api
+        self.manager = self.rpc.service.manager
+
+    def _report(self, lender_idle=True):
+        # refaults 524288 pages of 4 KiB = 2048 MiB of missing cache.
+        self.api.report_host(self.ctxt, 'h1', base.stats(
+            1000, [base.vm('lender', free_mb=3000, lendable=lender_idle),
+                   base.vm('other', project='p2', free_mb=3000,
+                           lendable=True)],
+            address='10.0.0.1'))
+        self.api.report_host(self.ctxt, 'h2', base.stats(
+            1000, [base.vm('borrower', miss=0.5, refaults=524288)],
+            address='10.0.0.2'))
+
+    def test_pair_is_pushed_to_both_hosts_then_revoked(self):
+        self._report()
+        plan = self.manager.run_planning_round(self.ctxt)
+        self.assertEqual(1, len(plan.new))
+        pushed = self.rpc.computes['h1'].applied
+        self.assertEqual(1, len(pushed))
+        pair = pushed[0][0]
+        self.assertEqual(
+            {'borrower': 'borrower', 'lender': 'lender',
+             'lender_address': '10.0.0.1', 'borrower_address': '10.0.0.2',
+             'capacity_mb': 2048},
+            {k: v for k, v in pair.items() if k != 'key'})
+        self.assertEqual(32, len(pair['key']))
+        self.assertEqual(pushed, self.rpc.computes['h2'].applied)
+        # Nothing changed: nothing is pushed again.
+        self.manager.run_planning_round(self.ctxt)
+        self.assertEqual(1, len(pushed))
+        # The lender wakes up: the pair goes, both hosts hear it.
+        self._report(lender_idle=False)
+        plan = self.manager.run_planning_round(self.ctxt)
+        self.assertEqual(1, len(plan.revoke))
+        self.assertEqual([], pushed[-1])
+        self.assertEqual([], self.rpc.computes['h2'].applied[-1])
+        self.assertEqual([], db_api.pair_list(self.ctxt))
+
+    def test_vms_of_unknown_project_are_never_paired(self):
+        self.api.report_host(self.ctxt, 'h1', base.stats(
+            1000, [base.vm('l1', project=None, free_mb=3000,
+                           lendable=True)]))
+        self.api.report_host(self.ctxt, 'h2', base.stats(
+            1000, [base.vm('b1', project=None, miss=0.5, refaults=524288)]))
+        plan = self.manager.run_planning_round(self.ctxt)
+        self.assertEqual((), plan.new)
+        self.assertEqual([None, None], [v['project_id'] for v in
+                                        db_api.vm_list(self.ctxt)])
+
+    def test_unreachable_host_is_retried(self):
+        self.flags(group='puma_scheduler', rpc_timeout=1)
+        self._report()
+        self.api.report_host(self.ctxt, 'h3', base.stats(
+            1000, [base.vm('b3', miss=0.5, refaults=262144)]))
+        self.manager.run_planning_round(self.ctxt)
+        self.assertNotIn('h3', self.manager._pushed)
+        self.assertIn('h1', self.manager._pushed)
