@@ -17,16 +17,16 @@ Puma also with the filter off, ``seq_nofilter``).  Figures per case: IOPS,
 MiB/s, p50/p99 completion latency, and the reads that reached the virtio
 disk (QEMU's block stats).
 
-The Puma case runs only when guest-kmod/ builds a puma.ko that, loaded in
-the borrower, offers the control interface below; otherwise it is reported
-in ``skipped`` with the reason and its figures are null.  The interface the
-bench drives (/sys/kernel/puma/, one value per file):
-
-- ``role``: write ``lender`` or ``borrower``;
-- ``peers``: write ``add ADDR`` (the other guest's IPv4 address);
-- ``seq_filter``: write ``1`` or ``0``;
-- ``stats/``: one counter per file (hits, misses, puts, ...), read into the
-  figures.
+The Puma case runs only when guest-kmod/ builds a puma.ko and ships
+``tools/pumactl``, and the module, loaded in the borrower, offers the
+control files the bench drives (under /sys/kernel/puma, through pumactl):
+``key`` (shared handshake key), ``port`` and ``role`` (``lender`` /
+``borrower``), ``peers`` (``pumactl peer add IP:PORT``; a line with
+`` ready`` once connected), ``seq_filter`` and ``stats`` (``name value``
+lines, read into the figures of both guests).  Otherwise the case is
+listed in ``skipped`` with the reason and its figures are null.
+``--puma-set NAME=VALUE`` passes ``pumactl set`` knobs to the borrower
+(e.g. the RTT guard, which TCG latencies may trip).
 
 Ratios: ``random_x_nopuma`` = Puma / no Puma random IOPS, ``random_x_upper``
 = Puma / upper bound, ``seq_x_nopuma`` = Puma (filter on) / no Puma MiB/s,
@@ -47,7 +47,10 @@ from puma_lab import vm
 
 DATA = '/mnt/data/ws'
 CONTROL = '/sys/kernel/puma'
-CONTROL_FILES = ('role', 'peers', 'seq_filter', 'stats')
+CONTROL_FILES = ('role', 'key', 'port', 'peers', 'seq_filter', 'stats')
+PUMACTL = 'sh /mnt/host/pumactl'
+KEY = 'bench-puma-shared-key'
+PORT = 7400
 CASES = ('nopuma', 'upper', 'puma')
 # fio case name, fio arguments (the file and run time are added).
 FIO = {
@@ -180,14 +183,31 @@ def puma_missing(g):
     return None
 
 
-def seq_filter(g, on):
-    g.run('echo %d > %s/seq_filter' % (on, CONTROL))
+def pumactl(g, *args):
+    return g.run(' '.join((PUMACTL,) + args)).out
+
+
+def puma_stats(g):
+    """The module's counters: ``name value`` lines of pumactl stats."""
+    return {k: int(v) for k, v in
+            (line.split() for line in pumactl(g, 'stats').splitlines())
+            if v.isdigit()}
+
+
+def wait_ready(g, tries=120):
+    for _ in range(tries):
+        if ' ready' in pumactl(g, 'peers'):
+            return
+        g.run('sleep 0.5')
+    raise errors.LabError('guest %s: no ready peer: %s'
+                          % (g.name, pumactl(g, 'peers')))
 
 
 def puma_case(lab, args, borrower, share):
     """Borrower + lender with puma.ko; (figures, None) or (None, reason)."""
-    if not os.path.exists(os.path.join(share, 'puma.ko')):
-        return None, 'guest-kmod builds no puma.ko'
+    for f in ('puma.ko', 'pumactl'):
+        if not os.path.exists(os.path.join(share, f)):
+            return None, 'guest-kmod builds or ships no %s' % f
     res = borrower.run('insmod /mnt/host/puma.ko', check=False)
     if res.rc:
         return None, 'insmod puma.ko failed: %s' % res.err.strip()
@@ -198,29 +218,31 @@ def puma_case(lab, args, borrower, share):
     lender = boot(lab, 'lender', args, args.lender_mb, [], share=share,
                   nics=1).wait_booted()
     lender.run('insmod /mnt/host/puma.ko')
-    lender.run('echo lender > %s/role' % CONTROL)
-    borrower.run('echo borrower > %s/role' % CONTROL)
-    borrower.run('echo "add %s" > %s/peers'
-                 % (lender.addrs[0].split('/')[0], CONTROL))
+    for g in (lender, borrower):
+        pumactl(g, 'key', KEY)
+    pumactl(lender, 'port', str(PORT))
+    pumactl(lender, 'role', 'lender')
+    for knob in args.puma_set:
+        pumactl(borrower, 'set', *knob.split('=', 1))
+    pumactl(borrower, 'role', 'borrower')
+    pumactl(borrower, 'peer', 'add',
+            '%s:%d' % (lender.addrs[0].split('/')[0], PORT))
+    wait_ready(borrower)
     out = {}
     # The warm-up is a sequential pass: with the filter on, nothing it
     # evicts would reach the lender.
-    seq_filter(borrower, 0)
+    pumactl(borrower, 'set', 'seq_filter', '0')
     warm_up(borrower, args)
-    seq_filter(borrower, 1)
+    pumactl(borrower, 'set', 'seq_filter', '1')
     out['random'] = fio(borrower, 'random', args)
     drop_caches(borrower)
     out['seq'] = fio(borrower, 'seq', args)
     # Filter off: a first scan fills the lender, the second is measured.
-    seq_filter(borrower, 0)
+    pumactl(borrower, 'set', 'seq_filter', '0')
     warm_up(borrower, args)
     out['seq_nofilter'] = fio(borrower, 'seq_nofilter', args)
-    out['stats'] = {
-        k: int(v) for k, v in (
-            line.split(':', 1) for line in borrower.run(
-                'grep . %s/stats/*' % CONTROL).out.replace(
-                    CONTROL + '/stats/', '').splitlines())
-        if v.strip().isdigit()}
+    out['stats'] = {'borrower': puma_stats(borrower),
+                    'lender': puma_stats(lender)}
     return out, None
 
 
@@ -248,11 +270,17 @@ def run(argv):
                     help='IOPS limit of the data disk')
     ap.add_argument('--runtime', type=int, default=60,
                     help='seconds of random reads per case')
+    ap.add_argument('--puma-set', action='append', default=[],
+                    metavar='NAME=VALUE',
+                    help='pumactl set NAME VALUE on the borrower')
     ap.add_argument('--cases', default=','.join(CASES),
                     help='comma-separated subset of %s' % ', '.join(CASES))
     args = ap.parse_args(argv)
     args.ws_mb = args.ws_mb or 2 * args.borrower_mb
     cases = args.cases.split(',')
+    for knob in args.puma_set:
+        if '=' not in knob:
+            ap.error('--puma-set %r: NAME=VALUE expected' % knob)
     if not set(cases) <= set(CASES):
         ap.error('unknown case in %r (known: %s)'
                  % (args.cases, ', '.join(CASES)))
@@ -268,8 +296,10 @@ def run(argv):
             try:
                 built = kmod.build(paths.kernel(args.kernel),
                                    lab.path('build'))
-                if os.path.exists(os.path.join(built, 'puma.ko')):
-                    shutil.copy(os.path.join(built, 'puma.ko'), share)
+                for f in (os.path.join(built, 'puma.ko'),
+                          os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl')):
+                    if os.path.exists(f):
+                        shutil.copy(f, share)
             except errors.LabError as e:
                 skipped['puma'] = 'guest-kmod does not build: %s' % e
         if 'nopuma' in cases or 'puma' in cases:
