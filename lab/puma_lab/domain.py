@@ -47,7 +47,7 @@ def guest_xml(name, kernel, console, mem_mb=512, vcpus=1, append=''):
     CONSOLE is a path both source and destination hosts can write, so the
     serial log of a migrated guest stays in one file.
     """
-    cmdline = 'console=ttyS0 loglevel=4 puma.root=/dev/vda ' \
+    cmdline = 'console=ttyS0 loglevel=4 no_timer_check puma.root=/dev/vda ' \
               'puma.hostname=%s %s' % (name, append)
     q = saxutils.escape
     return _TEMPLATE.format(
