@@ -116,6 +116,8 @@ install_image()
 		"$PUMA_TOP/lab/guest/tlbstorm.c" || die "cannot build tlbstorm"
 	gcc -O2 -Wall -static -o "$stage/usr/local/bin/hcprobe" \
 		"$PUMA_TOP/lab/guest/hcprobe.c" || die "cannot build hcprobe"
+	gcc -O2 -Wall -static -pthread -o "$stage/usr/local/bin/fstorture" \
+		"$PUMA_TOP/lab/guest/fstorture.c" || die "cannot build fstorture"
 	echo puma-guest >"$stage/etc/hostname"
 	for k in $PUMA_KERNELS; do
 		rel=$(kernel_release "$k")

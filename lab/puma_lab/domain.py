@@ -51,7 +51,7 @@ def guest_xml(name, kernel, console, mem_mb=512, vcpus=1, append='',
     ``<features><kvm>`` children to 'on'/'off', and SHARE is a host
     directory the guest mounts at /mnt/host (9p).
     """
-    cmdline = 'console=ttyS0 loglevel=4 puma.root=/dev/vda ' \
+    cmdline = 'console=ttyS0 loglevel=4 no_timer_check puma.root=/dev/vda ' \
               'puma.hostname=%s %s' % (name, append)
     q = saxutils.escape
     kvm = ''

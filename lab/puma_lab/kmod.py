@@ -7,7 +7,9 @@ import shutil
 from puma_lab import netns
 from puma_lab import paths
 
-KMOD_SRC = os.path.join(paths.TOP, 'guest-kmod')
+# $PUMA_KMOD_SRC: another guest-kmod tree (a module under development).
+KMOD_SRC = (os.environ.get('PUMA_KMOD_SRC') or
+            os.path.join(paths.TOP, 'guest-kmod'))
 
 
 def build(kernel, out_dir):

@@ -18,16 +18,29 @@ from puma_lab import paths
 SUBNET = '10.77.0.%d'
 
 
-def _free_num():
+def _claim_num():
+    """The lowest lab number in use by nobody, claimed for this lab.
+
+    A number is taken while its namespace or its run directory exists.
+    Creating the run directory claims it atomically, so two labs starting
+    at once never share a number, and a lab never deletes the directory
+    of another one that is still tearing down.
+    """
+    os.makedirs(paths.RUN, exist_ok=True)
     used = set()
     for ns in netns.names():
         part = ns[len(netns.PREFIX):].split('-')[0]
         if part.isdigit():
             used.add(int(part))
     n = 1
-    while n in used:
+    while True:
+        if n not in used:
+            try:
+                os.mkdir(os.path.join(paths.RUN, str(n)))
+                return n
+            except FileExistsError:
+                pass
         n += 1
-    return n
 
 
 class Lab:
@@ -35,7 +48,7 @@ class Lab:
 
     def __init__(self, name='lab', keep_logs=None):
         self.name = name
-        self.num = _free_num()
+        self.num = _claim_num()
         self.ns = '%s%d' % (netns.PREFIX, self.num)
         # Short: unix socket paths below it must stay under 108 bytes.
         self.dir = os.path.join(paths.RUN, str(self.num))
@@ -51,11 +64,12 @@ class Lab:
         self.teardown()
 
     def setup(self):
-        if os.path.exists(self.dir):
-            shutil.rmtree(self.dir)
-        os.makedirs(self.dir)
-        netns.add(self.ns)
-        netns.add_bridge(self.ns)
+        try:
+            netns.add(self.ns)
+            netns.add_bridge(self.ns)
+        except errors.LabError:
+            self.teardown()
+            raise
         return self
 
     def path(self, *parts):
