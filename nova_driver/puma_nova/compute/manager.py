@@ -52,3 +52,6 @@ class PumaComputeEndpoint(object):
 
     def get_split_plan(self, ctxt, instance_uuid, migration_uuid=None):
         return self._driver.puma_split_plan(instance_uuid, migration_uuid)
+
+    def drop_split_plan(self, ctxt, instance_uuid):
+        self._driver.puma_drop_split_plan(instance_uuid)

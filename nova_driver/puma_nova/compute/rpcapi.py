@@ -52,8 +52,10 @@ class ComputeAPI(object):
     * get_memory_stats(ctxt, host) -> stats dict as in report_host
     * get_split_plan(ctxt, host, instance_uuid, migration_uuid)
       -> plan dict or None
-      (used between compute hosts: the source of a live migration asks
-      the destination for the split plan it made)
+    * drop_split_plan(ctxt, host, instance_uuid) -> None
+      (both used between compute hosts: the source of a live migration
+      asks the destination for the split plan it made, and makes it
+      forget the plan after a rollback)
     """
 
     def __init__(self, transport=None, timeout=None):
@@ -94,3 +96,7 @@ class ComputeAPI(object):
         return self._prepare(host).call(
             ctxt, 'get_split_plan', instance_uuid=instance_uuid,
             migration_uuid=migration_uuid)
+
+    def drop_split_plan(self, ctxt, host, instance_uuid):
+        return self._prepare(host).call(
+            ctxt, 'drop_split_plan', instance_uuid=instance_uuid)

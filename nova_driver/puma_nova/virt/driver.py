@@ -177,6 +177,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             return None
         return dict(plan)
 
+    def puma_drop_split_plan(self, instance_uuid):
+        with self._puma_plans_lock:
+            self._puma_plans.pop(instance_uuid, None)
+
     def puma_memory_stats(self):
         total = self._host.get_memory_mb_total()
         free = total - self._host.get_memory_mb_used()
@@ -336,14 +340,16 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             answer = self._puma_scheduler.plan_split(
                 ctxt, instance.uuid, need, self._puma_host,
                 instance.project_id)
-        except messaging.RemoteError as e:
-            raise exception.MigrationPreCheckError(
-                reason='no sub host for a split migration of %s to %s: %s'
-                       % (instance.uuid, self._puma_host, e.value))
-        except messaging.MessagingException as e:
+        except messaging.MessagingTimeout as e:
             raise exception.MigrationPreCheckError(
                 reason='Puma scheduler unreachable, cannot plan a split '
                        'migration of %s: %s' % (instance.uuid, e))
+        except Exception as e:
+            # The scheduler's PlanError, as a RemoteError or re-raised.
+            raise exception.MigrationPreCheckError(
+                reason='no sub host for a split migration of %s to %s: %s'
+                       % (instance.uuid, self._puma_host,
+                          getattr(e, 'value', None) or e))
         plan = {
             'instance_uuid': instance.uuid,
             'main_host': self._puma_host,
@@ -450,8 +456,15 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         migration = getattr(migrate_data, 'migration', None) \
             if migrate_data and 'migration' in migrate_data else None
         if migration is not None and split.is_allowed(instance):
-            self._puma_release_main(context, instance.uuid,
-                                    migration.dest_compute)
+            dest = migration.dest_compute
+            self._puma_release_main(context, instance.uuid, dest,
+                                    state='failed')
+            try:
+                self._puma_compute.drop_split_plan(context, dest,
+                                                   instance.uuid)
+            except Exception as e:
+                LOG.warning('Puma: %s may keep a stale split plan of %s: '
+                            '%s', dest, instance.uuid, e)
 
     def post_live_migration_at_source(self, context, instance, network_info):
         super().post_live_migration_at_source(context, instance,
@@ -495,8 +508,12 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             LOG.warning('Puma: could not set split state of %s to %s: %s',
                         instance_uuid, state, e)
 
-    def _puma_release_main(self, ctxt, instance_uuid, main_host):
-        """Release a split of the instance whose main host is main_host."""
+    def _puma_release_main(self, ctxt, instance_uuid, main_host,
+                           state=None):
+        """Release a split of the instance whose main host is main_host.
+
+        :param state: split state to record first (e.g. 'failed')
+        """
         try:
             entries = [e for e in self._puma_instance_entries(
                 ctxt, instance_uuid, main_host)
@@ -508,6 +525,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         plan = self.puma_split_plan(instance_uuid)
         if not entries and not plan:
             return
+        if state:
+            self._puma_set_state(ctxt, instance_uuid, state)
         self._puma_release(ctxt, instance_uuid,
                            plan or {'sub_host': entries[0].get('sub_host')})
 

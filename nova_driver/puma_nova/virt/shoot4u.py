@@ -42,7 +42,9 @@ _PROBE_XML = """<domain type='%(type)s'>
 </domain>"""
 
 
-class Shoot4UUnsupported(exception.Invalid):
+class Shoot4UUnsupported(exception.InvalidInput):
+    # An InvalidInput aborts the build with this message as the fault of
+    # the instance, instead of rescheduling behind a generic one.
     msg_fmt = _("Shoot4U (%(spec)s) was requested for instance "
                 "%(instance)s but host %(host)s cannot provide it: "
                 "%(reason)s")
