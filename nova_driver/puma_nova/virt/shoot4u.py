@@ -17,8 +17,6 @@ state='on'/></kvm></features>`` and maps it to QEMU's ``kvm-shoot4u``
 CPU property. Unpatched libvirt refuses the element while parsing.
 """
 
-import uuid
-
 from lxml import etree
 from nova import exception
 from nova.i18n import _
@@ -26,20 +24,13 @@ from nova.virt.libvirt import config as vconfig
 from oslo_log import log as logging
 from oslo_utils import strutils
 
+from puma_nova.virt import shoot4u_probe
+
 LOG = logging.getLogger(__name__)
 
 EXTRA_SPEC = 'puma:shoot4u'
 TRAIT = 'CUSTOM_PUMA_SHOOT4U'
-ELEMENT = 'pv-tlb-shootdown'
-
-_PROBE_XML = """<domain type='%(type)s'>
-  <name>puma-shoot4u-probe-%(id)s</name>
-  <uuid>%(id)s</uuid>
-  <memory unit='MiB'>16</memory>
-  <vcpu>1</vcpu>
-  <os><type arch='x86_64'>hvm</type></os>
-  <features><kvm><pv-tlb-shootdown state='on'/></kvm></features>
-</domain>"""
+ELEMENT = shoot4u_probe.ELEMENT
 
 
 class Shoot4UUnsupported(exception.InvalidInput):
@@ -84,22 +75,10 @@ def add_feature(guest):
 
 
 def probe(conn, virt_type):
-    """Whether this libvirt accepts the pv-tlb-shootdown KVM feature.
-
-    Defines a never-started domain with the feature and undefines it
-    again. An unpatched libvirt rejects the XML while parsing it.
-    """
-    probe_id = str(uuid.uuid4())
-    xml = _PROBE_XML % {'type': virt_type, 'id': probe_id}
-    try:
-        dom = conn.defineXML(xml)
-    except Exception as e:
-        LOG.info('Shoot4U is not available on this host: libvirt refused '
-                 '<%s>: %s', ELEMENT, e)
-        return False
-    try:
-        dom.undefine()
-    except Exception as e:
-        LOG.warning('Could not undefine the Shoot4U probe domain %s: %s',
-                    probe_id, e)
-    return True
+    """Whether this libvirt accepts the pv-tlb-shootdown KVM feature."""
+    supported, detail = shoot4u_probe.probe(conn, virt_type)
+    if not supported:
+        LOG.info('Shoot4U is not available on this host: %s', detail)
+    elif detail:
+        LOG.warning('Shoot4U probe: %s', detail)
+    return supported
