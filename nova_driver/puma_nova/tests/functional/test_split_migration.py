@@ -324,11 +324,36 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         server = self._boot(self._split_flavor())
         self._assert_refused(server, 'no sub host for a split migration')
 
+    def test_unusable_plan(self):
+        # The scheduler thinks dest keeps 3 GiB; only 2 GiB are free.
+        self.sched.main_limits['dest'] = 3 * GIB
+        server = self._boot(self._split_flavor())
+        self._assert_refused(server, 'resident limit 3072 MiB exceeds the '
+                                     '2048 MiB free here')
+        self.assertIn(('release_split', server['id']), self.sched.calls)
+
     def test_memory_server_fails(self):
         self.sub.driver._puma_memory_servers._binary = '/bin/false'
         server = self._boot(self._split_flavor())
         self._assert_refused(server, 'memory server for')
         self.assertIn(('release_split', server['id']), self.sched.calls)
+
+
+class ExtraSpecValidationTest(PumaServersTestBase):
+
+    def test_puma_namespace_validated(self):
+        flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                     ephemeral=0)
+        admin = self.api_fixture.admin_api
+        admin.microversion = '2.86'
+        for spec in ({'puma:split': 'yes'}, {'puma:shoot4u': 'maybe'},
+                     {'puma:splitt': 'allowed'}):
+            ex = self.assertRaises(
+                client.OpenStackApiException, admin.post_extra_spec,
+                flavor, {'extra_specs': spec})
+            self.assertEqual(400, ex.response.status_code)
+        admin.post_extra_spec(flavor, {'extra_specs': {
+            'puma:split': 'allowed', 'puma:shoot4u': 'true'}})
 
 
 class ComputeRPCTest(PumaServersTestBase):
