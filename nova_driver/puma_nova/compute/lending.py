@@ -12,11 +12,13 @@
 
 """The cache-lending channel of this host.
 
-Puma-enabled instances reach their lending peers over an isolated
-interface on a host bridge (``[puma] lending_bridge``) that carries no
-tenant traffic. A bridge-family nftables table lets frames through only
-between the addresses of authorised borrower/lender pairs; everything
-else on the bridge is dropped. ``apply_pairs`` gives the full desired set
+Puma-enabled instances (flavor ``puma:lending=true``) reach their
+lending peers over an isolated interface (host side ``pl-<uuid>``) on a
+host bridge (``[puma] lending_bridge``) that carries no tenant traffic.
+A bridge-family nftables table lets frames through only between the
+addresses of authorised borrower/lender pairs, and only from an
+interface's own address; everything else touching a lending interface
+is dropped. ``apply_pairs`` gives the full desired set
 of pairs of the VMs on this host; the table is replaced atomically.
 """
 
@@ -28,6 +30,7 @@ from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 
+TAP_PREFIX = 'pl-'
 _FIELDS = ('borrower', 'lender', 'lender_address', 'borrower_address',
            'capacity_mb', 'key')
 
@@ -66,29 +69,46 @@ def validate(pairs):
     return out
 
 
-def ruleset(pairs, bridge, table):
-    """nftables script that replaces the lending table with these pairs."""
+def tap_name(instance_uuid):
+    """Host-side name of an instance's lending interface (IFNAMSIZ 15)."""
+    return TAP_PREFIX + instance_uuid.replace('-', '')[:11]
+
+
+def ruleset(pairs, table):
+    """nftables script that replaces the lending table with these pairs.
+
+    Only frames entering or leaving a lending interface (``pl-*``) are
+    filtered; other bridges of the host are left alone. A lending
+    interface may only send from its own address to the address of a
+    peer it is paired with; frames from other hosts (not from a lending
+    interface) only between the addresses of a pair.
+    """
     lines = [
         'table bridge %s' % table,
         'delete table bridge %s' % table,
         'table bridge %s {' % table,
         '  chain forward {',
         '    type filter hook forward priority 0; policy accept;',
-        # ARP/ND between members must work for the pairs to reach each
-        # other; it carries no lending data.
-        '    meta ibrname != "%s" return' % bridge,
+        '    iifname != "%s*" oifname != "%s*" return'
+        % (TAP_PREFIX, TAP_PREFIX),
+        # Address resolution carries no lending data.
         '    ether type arp accept',
         '    icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept',
     ]
     for pair in sorted(pairs, key=lambda p: (p['borrower'], p['lender'])):
         family = ('ip' if ipaddress.ip_address(pair['lender_address'])
                   .version == 4 else 'ip6')
-        a, b = pair['borrower_address'], pair['lender_address']
-        lines.append('    %s saddr %s %s daddr %s accept # %s<-%s'
-                     % (family, a, family, b, pair['borrower'],
-                        pair['lender']))
-        lines.append('    %s saddr %s %s daddr %s accept'
-                     % (family, b, family, a))
+        ends = ((pair['borrower'], pair['borrower_address'],
+                 pair['lender_address']),
+                (pair['lender'], pair['lender_address'],
+                 pair['borrower_address']))
+        for src_uuid, src, dst in ends:
+            # From the local interface of the instance with that address,
+            # or from another host (which filtered its own interfaces).
+            for iif in ('"%s"' % tap_name(src_uuid),
+                        '!= "%s*"' % TAP_PREFIX):
+                lines.append('    iifname %s %s saddr %s %s daddr %s accept'
+                             % (iif, family, src, family, dst))
     lines += ['    drop', '  }', '}', '']
     return '\n'.join(lines)
 
@@ -109,8 +129,7 @@ class LendingChannel(object):
         with self._lock:
             if self.enabled:
                 self._execute('nft', '-f', '-',
-                              process_input=ruleset(pairs, self.bridge,
-                                                    self.table))
+                              process_input=ruleset(pairs, self.table))
             else:
                 LOG.info('Puma lending channel disabled on this host; %d '
                          'pairs recorded, no filter programmed', len(pairs))

@@ -34,11 +34,17 @@ class LendingTest(testtools.TestCase):
             self.assertRaises(lending.InvalidPairs, lending.validate, bad)
 
     def test_ruleset(self):
-        text = lending.ruleset([_pair()], 'br-puma', 'puma_lending')
+        text = lending.ruleset([_pair()], 'puma_lending')
         self.assertIn('delete table bridge puma_lending', text)
-        self.assertIn('meta ibrname != "br-puma" return', text)
-        self.assertIn('ip saddr 10.9.0.2 ip daddr 10.9.0.3 accept', text)
-        self.assertIn('ip saddr 10.9.0.3 ip daddr 10.9.0.2 accept', text)
+        self.assertIn('iifname != "pl-*" oifname != "pl-*" return', text)
+        for rule in (
+                'iifname "pl-b1" ip saddr 10.9.0.2 ip daddr 10.9.0.3 accept',
+                'iifname != "pl-*" ip saddr 10.9.0.2 ip daddr 10.9.0.3 '
+                'accept',
+                'iifname "pl-l1" ip saddr 10.9.0.3 ip daddr 10.9.0.2 accept',
+                'iifname != "pl-*" ip saddr 10.9.0.3 ip daddr 10.9.0.2 '
+                'accept'):
+            self.assertIn(rule, text)
         self.assertTrue(text.rstrip().endswith('drop\n  }\n}'))
 
     def test_apply_disabled_records(self):
@@ -63,3 +69,7 @@ class LendingTest(testtools.TestCase):
         channel.apply([_pair()])
         self.assertRaises(lending.InvalidPairs, channel.apply, [{}])
         self.assertEqual([_pair()], channel.pairs)
+
+    def test_tap_name(self):
+        self.assertEqual('pl-0123456789a', lending.tap_name(
+            '01234567-89ab-cdef-0123-456789abcdef'))
