@@ -27,6 +27,18 @@ def _mb(kib):
     return int(kib) * units.Ki // units.Mi
 
 
+def _lending_address(guest):
+    """The guest's lending-channel address, if it has that interface."""
+    from puma_nova.virt import lending_vif
+    try:
+        xml = guest._domain.XMLDesc(0)
+    except Exception:
+        return None
+    if lending_vif.mac(guest.uuid) not in xml:
+        return None
+    return lending_vif.address(guest.uuid)
+
+
 def guest_stats(guest, instance=None):
     """The report_host 'vms' entry of one libvirt guest."""
     try:
@@ -51,6 +63,9 @@ def guest_stats(guest, instance=None):
         # The guest module's counters come from the guest agent once the
         # module exports them; none are read yet.
         'puma': None,
-        'lendable': False,
     }
+    # Not part of the 1.0 contract's required keys: the address peers
+    # reach this instance at on the lending channel.
+    entry['lending_address'] = _lending_address(guest)
+    entry['lendable'] = entry['lending_address'] is not None
     return entry

@@ -46,6 +46,7 @@ from puma_nova.compute import scheduler_client
 from puma_nova.compute import stats
 from puma_nova.conf import compute as puma_conf
 from puma_nova.virt import ledger
+from puma_nova.virt import lending_vif
 from puma_nova.virt import shoot4u
 from puma_nova.virt import split
 
@@ -247,6 +248,20 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         if CONF.libvirt.virt_type not in ('qemu', 'kvm'):
             return 'virt_type %s has no KVM features' % CONF.libvirt.virt_type
         return "libvirt does not know <kvm><%s/>" % shoot4u.ELEMENT
+
+    # Lending channel -------------------------------------------------
+
+    def _get_guest_config(self, instance, *args, **kwargs):
+        guest = super()._get_guest_config(instance, *args, **kwargs)
+        if lending_vif.requested(instance.flavor):
+            if not CONF.puma.lending_channel_enabled:
+                raise lending_vif.LendingChannelUnavailable(
+                    spec=lending_vif.EXTRA_SPEC, instance=instance.uuid,
+                    host=self._puma_host,
+                    reason='[puma] lending_channel_enabled is false')
+            guest.add_device(lending_vif.config(instance.uuid,
+                                                CONF.puma.lending_bridge))
+        return guest
 
     # Split migration: destination side -------------------------------
 

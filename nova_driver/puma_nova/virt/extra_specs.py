@@ -43,6 +43,17 @@ EXTRA_SPEC_VALIDATORS = [
             'type': bool,
         },
     ),
+    base.ExtraSpecValidator(
+        name='puma:lending',
+        description=(
+            'Whether the guest gets a lending-channel interface on the '
+            'host bridge [puma] lending_bridge, to lend or borrow page '
+            'cache with its authorised peers.'
+        ),
+        value={
+            'type': bool,
+        },
+    ),
 ]
 
 

@@ -35,10 +35,12 @@ from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base
 import os_resource_classes as orc
 
+from puma_nova.compute import lending
 from puma_nova.compute import memory_server
 from puma_nova.compute import rpcapi
 from puma_nova.conf import compute as puma_conf
 from puma_nova.tests.functional import scheduler_double
+from puma_nova.virt import lending_vif
 from puma_nova.virt import split
 
 GIB = 1024
@@ -401,6 +403,47 @@ class ComputeRPCTest(PumaServersTestBase):
         self.assertIsNone(self.rpc.stop_memory_server(self.ctxt, 'sub',
                                                       'inst'))
         self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+
+
+class LendingChannelTest(PumaServersTestBase):
+
+    def _flavor(self):
+        return self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                   ephemeral=0,
+                                   extra_spec={'puma:lending': 'true'})
+
+    def test_interface_and_stats(self):
+        self.flags(lending_channel_enabled=True, group='puma')
+        defined = []
+        real_define = fakelibvirt.Connection.defineXML
+
+        def define(conn, xml):
+            defined.append(xml)
+            return real_define(conn, xml)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        server = self._boot(self._flavor())
+        xml = [etree.fromstring(x) for x in defined
+               if server['id'] in x][-1]
+        vifs = [i for i in xml.findall('./devices/interface')
+                if i.find('source').get('bridge') == 'br-puma']
+        self.assertEqual(1, len(vifs))
+        self.assertEqual(lending.tap_name(server['id']),
+                         vifs[0].find('target').get('dev'))
+        stats = rpcapi.ComputeAPI(timeout=10).get_memory_stats(
+            nova_context.get_admin_context(), 'src')
+        vm = stats['vms'][0]
+        self.assertTrue(vm['lendable'])
+        self.assertEqual(lending_vif.address(server['id']),
+                         vm['lending_address'])
+        # The extra interface does not get in the way of a migration.
+        self._live_migrate(server, 'completed', host='dest')
+
+    def test_refused_when_disabled(self):
+        server = self._boot(self._flavor(), expected_state='ERROR')
+        self.assertIn('lending_channel_enabled is false',
+                      server['fault']['message'])
 
 
 class Shoot4UTest(PumaServersTestBase):
