@@ -53,6 +53,14 @@ def _alive(pid):
         return False
 
 
+def _cmdline(pid):
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            return f.read().decode(errors='replace').split('\0')
+    except OSError:
+        return []
+
+
 class MemoryServers(object):
 
     def __init__(self, state_dir, binary, address, port_min, port_max,
@@ -87,11 +95,23 @@ class MemoryServers(object):
             LOG.error('Unreadable memory server state %s moved to %s: %s',
                       self._state_path, broken, e)
             return {}
-        alive = {u: s for u, s in servers.items() if _alive(s['pid'])}
+        alive = {u: s for u, s in servers.items() if self._is_ours(s)}
         for gone in set(servers) - set(alive):
             LOG.warning('Memory server of instance %s (pid %d) is gone',
                         gone, servers[gone]['pid'])
         return alive
+
+    def _is_ours(self, server):
+        """Whether pid still runs the memory server we started.
+
+        After a reboot the pid may belong to another process: never
+        signal a process that does not listen where ours did.
+        """
+        if not _alive(server['pid']):
+            return False
+        args = _cmdline(server['pid'])
+        listen = '%s:%d' % (self._address, server['port'])
+        return '--listen' in args and listen in args
 
     def _save(self):
         tmp = self._state_path + '.tmp'
@@ -141,7 +161,7 @@ class MemoryServers(object):
                                     % (size_mb,))
         with self._lock:
             server = self._servers.get(instance_uuid)
-            if server and _alive(server['pid']):
+            if server and self._is_ours(server):
                 if server['size_mb'] != size_mb:
                     raise MemoryServerError(
                         'memory server of %s already serves %d MiB, not '
@@ -200,9 +220,13 @@ class MemoryServers(object):
             child = self._children.pop(instance_uuid, None)
             if server is None:
                 return False
-            LOG.info('Stopping memory server of instance %s (pid %d)',
-                     instance_uuid, server['pid'])
-            self._kill(server['pid'], child)
+            if child is not None or self._is_ours(server):
+                LOG.info('Stopping memory server of instance %s (pid %d)',
+                         instance_uuid, server['pid'])
+                self._kill(server['pid'], child)
+            else:
+                LOG.warning('Memory server of instance %s (pid %d) is gone',
+                            instance_uuid, server['pid'])
             self._save()
             return True
 

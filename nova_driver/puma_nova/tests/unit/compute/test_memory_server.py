@@ -89,6 +89,22 @@ class MemoryServersTest(testtools.TestCase):
         self.assertTrue(again.stop('inst-1'))
         self.assertEqual({}, self._servers().list())
 
+    def test_reused_pid_is_left_alone(self):
+        # A state file naming a pid (this test process) that runs
+        # something else: it is forgotten, and of course not signalled.
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.memory_server._cmdline',
+            lambda pid: ['sleep', '100']))
+        state = os.path.join(self.dir, 'state', memory_server.STATE_FILE)
+        os.makedirs(os.path.dirname(state), exist_ok=True)
+        with open(state, 'w') as f:
+            json.dump({'inst-1': {'pid': os.getpid(),
+                                  'port': self.port_min,
+                                  'size_mb': 64}}, f)
+        servers = self._servers()
+        self.assertEqual({}, servers.list())
+        self.assertFalse(servers.stop('inst-1'))
+
     def test_unreadable_state_is_kept(self):
         state = os.path.join(self.dir, 'state', memory_server.STATE_FILE)
         os.makedirs(os.path.dirname(state), exist_ok=True)
