@@ -37,6 +37,7 @@ from nova.virt.libvirt import driver as libvirt_driver
 from nova.virt.libvirt import guest as libvirt_guest
 from oslo_log import log as logging
 import oslo_messaging as messaging
+from oslo_utils import excutils
 
 from puma_nova.compute import lending
 from puma_nova.compute import manager
@@ -394,10 +395,27 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def pre_live_migration(self, context, instance, block_device_info,
                            network_info, disk_info, migrate_data):
-        migrate_data = super().pre_live_migration(
-            context, instance, block_device_info, network_info, disk_info,
-            migrate_data)
+        try:
+            migrate_data = super().pre_live_migration(
+                context, instance, block_device_info, network_info,
+                disk_info, migrate_data)
+            self._puma_pre_live_migration(context, instance)
+        except Exception:
+            # Nova rolls a failed pre_live_migration back without
+            # rollback_live_migration_at_source, and without our
+            # rollback_live_migration_at_destination when the instance
+            # path is shared: release here.
+            with excutils.save_and_reraise_exception():
+                if split.is_allowed(instance):
+                    self._puma_release_main(context, instance.uuid,
+                                            self._puma_host, state='failed')
+        return migrate_data
+
+    def _puma_pre_live_migration(self, context, instance):
         plan = self.puma_split_plan(instance.uuid)
+        if plan is None and split.is_allowed(instance):
+            self._puma_check_no_lost_plan(context, instance.uuid,
+                                          self._puma_host)
         if plan:
             # The sub host may have restarted since the check; starting is
             # idempotent and returns the URI of the running server.
@@ -407,7 +425,6 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 with self._puma_plans_lock:
                     plan = self._puma_plans[instance.uuid]
                     plan['sub_uri'] = answer['uri']
-        return migrate_data
 
     def post_live_migration_at_destination(self, context, instance,
                                            network_info,
@@ -437,6 +454,23 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 self._puma_set_state(context, instance.uuid, 'failed')
                 self._puma_release(context, instance.uuid, plan)
 
+    def _puma_check_no_lost_plan(self, ctxt, instance_uuid, main_host):
+        """Fail if the ledger has a planned split the main host lost.
+
+        A nova-compute restart on the destination loses its plans; the
+        instance must then not be migrated whole to a host it does not
+        fit on. The failure rolls the migration back and releases.
+        """
+        entries = [e for e in self._puma_instance_entries(
+            ctxt, instance_uuid, main_host)
+            if e.get('main_host') == main_host and
+            e.get('state') == 'planned']
+        if entries:
+            raise exception.MigrationError(
+                reason='the split plan of %s on %s was lost (nova-compute '
+                       'restarted?); not migrating it whole'
+                       % (instance_uuid, main_host))
+
     # Split migration: source side ------------------------------------
 
     def _live_migration_operation(self, context, instance, dest,
@@ -448,6 +482,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             migration_uuid = migration.uuid if migration else None
             plan = self._puma_compute.get_split_plan(
                 context, dest, instance.uuid, migration_uuid)
+            if plan is None:
+                self._puma_check_no_lost_plan(context, instance.uuid, dest)
         if plan:
             params = split.migrate_params(plan)
             LOG.info('Split migration to %(dest)s: %(limit)d MiB resident, '

@@ -293,6 +293,32 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         self.assertEqual({self._rp('src')}, set(allocs))
         self._assert_placement_clean()
 
+    def test_lost_plan_fails_and_releases(self):
+        real_check = self.dest.driver.check_source_migrate_data_at_dest
+
+        def check_then_restart(*args, **kwargs):
+            data = real_check(*args, **kwargs)
+            # What a nova-compute restart on dest does to its plans.
+            self.dest.driver._puma_plans.clear()
+            return data
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.virt.driver.PumaLibvirtDriver.'
+            'check_source_migrate_data_at_dest',
+            lambda drv, *a, **kw: (check_then_restart(*a, **kw)
+                                   if drv is self.dest.driver else None)))
+        server = self._boot(self._split_flavor())
+        self._live_migrate(server, 'failed', host='dest')
+        self.assertEqual([], self.migrations)
+        self.assertIn('split plan of %s on dest was lost' % server['id'],
+                      self.stdlog.logger.output)
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.sched.ledger)
+        self.assertEqual('src', self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self._run_periodics()
+        self._assert_placement_clean()
+
     def _assert_refused(self, server, words):
         try:
             self.api.post_server_action(
