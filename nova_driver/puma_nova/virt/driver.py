@@ -302,6 +302,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         free = self._puma_free_mb()
         if need <= free:
             return None
+        if not split.is_allowed(instance):
+            # Nova's own behaviour: placement already accepted it.
+            LOG.debug('Instance needs %d MiB, %d MiB free here; it does '
+                      'not allow splitting', need, free, instance=instance)
+            return None
         LOG.info('Instance needs %d MiB, %d MiB free here: split migration',
                  need, free, instance=instance)
         split.check_splittable(instance)
@@ -521,7 +526,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         super().post_live_migration_at_source(context, instance,
                                               network_info)
         # The instance left: a split whose main host was here is over.
-        self._puma_release_main(context, instance.uuid, self._puma_host)
+        if split.is_allowed(instance):
+            self._puma_release_main(context, instance.uuid, self._puma_host)
 
     # Leaving this host otherwise ------------------------------------
 
@@ -531,7 +537,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                         block_device_info=block_device_info,
                         destroy_disks=destroy_disks,
                         destroy_secrets=destroy_secrets)
-        if instance.task_state in _LEAVING_STATES:
+        if (instance.task_state in _LEAVING_STATES and
+                split.is_allowed(instance)):
             self._puma_release_main(context, instance.uuid, self._puma_host)
 
     def migrate_disk_and_power_off(self, context, instance, dest, flavor,
@@ -542,7 +549,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             block_device_info=block_device_info, timeout=timeout,
             retry_interval=retry_interval)
         # A cold migration restarts the instance whole on the new host.
-        self._puma_release_main(context, instance.uuid, self._puma_host)
+        if split.is_allowed(instance):
+            self._puma_release_main(context, instance.uuid, self._puma_host)
         return disk_info
 
     # Releasing ---------------------------------------------------------

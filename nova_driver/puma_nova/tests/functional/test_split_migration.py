@@ -29,6 +29,7 @@ from lxml import etree
 from nova.cmd import manage
 import nova.conf
 from nova import context as nova_context
+from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
@@ -341,11 +342,31 @@ class SplitLiveMigrationTest(PumaServersTestBase):
                          ['OS-EXT-SRV-ATTR:host'])
         self._assert_placement_clean()
 
-    def test_refused_without_extra_spec(self):
+    def test_without_extra_spec_nova_decides(self):
+        # An instance that does not allow splitting migrates as Nova
+        # alone would migrate it: placement accepted it, nothing else is
+        # checked, nothing is split, and the scheduler is not asked.
         flavor = self._create_flavor(memory_mb=4 * GIB, vcpu=1, disk=1,
                                      ephemeral=0)
         server = self._boot(flavor)
-        self._assert_refused(server, 'does not allow a split migration')
+        self._live_migrate(server, 'completed', host='dest')
+        _dest, params, flags = self.migrations[0]
+        self.assertFalse(flags & split.VIR_MIGRATE_SPLIT)
+        self.assertNotIn('split.sub-host-uri', params)
+        self.assertEqual([], self.sched.calls)
+        self._delete_server(server)
+        self.assertEqual([], self.sched.calls)
+        self._assert_placement_clean()
+
+    def test_huge_pages_refused(self):
+        # Validated by the API at boot, so set it on the instance record.
+        server = self._boot(self._split_flavor())
+        inst = objects.Instance.get_by_uuid(
+            nova_context.get_admin_context(), server['id'])
+        inst.flavor.extra_specs['hw:mem_page_size'] = 'large'
+        inst.save()
+        self._assert_refused(server, 'instances with huge pages cannot be '
+                                     'split')
 
     def test_refused_without_sub_host(self):
         self.sched.sub_hosts = []
