@@ -23,6 +23,8 @@ import io
 import os
 import socket
 import sys
+import threading
+import time
 
 import fixtures
 from lxml import etree
@@ -423,6 +425,25 @@ class ComputeRPCTest(PumaServersTestBase):
         self.assertTrue(stats['split'])
         self.assertEqual([server['id']], [v['uuid'] for v in stats['vms']])
         self.assertEqual(GIB, stats['vms'][0]['memory_mb'])
+
+    def test_periodic_report(self):
+        server = self._boot(self._create_flavor(memory_mb=GIB, vcpu=1,
+                                                disk=1, ephemeral=0))
+        self.flags(report_interval=1, group='puma')
+        driver = self.src.driver
+        reporter = threading.Thread(target=driver._puma_report_loop)
+        reporter.start()
+        try:
+            for _ in range(100):
+                if 'src' in self.sched.reports:
+                    break
+                time.sleep(0.1)
+        finally:
+            driver._puma_stop.set()
+            reporter.join()
+        report = self.sched.reports['src']
+        self.assertEqual(16 * GIB, report['memory_mb'])
+        self.assertEqual([server['id']], [v['uuid'] for v in report['vms']])
 
     def test_apply_pairs(self):
         pair = {'borrower': 'b', 'lender': 'l',
