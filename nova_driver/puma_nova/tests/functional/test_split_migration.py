@@ -322,6 +322,54 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         self._run_periodics()
         self._assert_placement_clean()
 
+    def test_abort_releases(self):
+        server = self._boot(self._split_flavor())
+        seen = {}
+
+        def running(domain, destination, params, flags):
+            # libvirt is migrating: the job runs until aborted.
+            seen['params'] = dict(params)
+            seen['servers'] = self.sub.driver._puma_memory_servers.list()
+            domain._job_type = fakelibvirt.VIR_DOMAIN_JOB_UNBOUNDED
+
+        def abort(domain):
+            domain._job_type = fakelibvirt.VIR_DOMAIN_JOB_CANCELLED
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.migrateToURI3', running))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.abortJob', abort))
+        self._live_migrate(server, 'running', host='dest',
+                           server_expected_state='MIGRATING')
+        migration = self.api.api_get(
+            '/os-migrations?instance_uuid=%s' % server['id']
+        ).body['migrations'].pop()
+        for _ in range(100):
+            if 'params' in seen:
+                break
+            time.sleep(0.1)
+        self.assertIn('split.sub-host-uri', seen['params'])
+        self.assertIn(server['id'], seen['servers'])
+        self.api.api_delete('/servers/%s/migrations/%s'
+                            % (server['id'], migration['id']))
+        self._wait_for_migration_status(server, ['cancelled'])
+        self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.sched.ledger)
+        self.assertEqual('src', self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self._run_periodics()
+        self._assert_placement_clean()
+
+    def test_shoot4u_destination_refused(self):
+        flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                     ephemeral=0,
+                                     extra_spec={'puma:shoot4u': 'true'})
+        server = self._boot(flavor)
+        self.dest.driver._puma_shoot4u = False
+        self._assert_refused(server, 'uses Shoot4U (puma:shoot4u) but host '
+                                     'dest cannot provide it')
+
     def _assert_refused(self, server, words):
         try:
             self.api.post_server_action(
