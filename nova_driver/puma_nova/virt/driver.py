@@ -362,6 +362,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 ctxt, instance.uuid, need, self._puma_host,
                 instance.project_id)
         except messaging.MessagingTimeout as e:
+            # The scheduler may have recorded the plan all the same.
+            self._puma_release(ctxt, instance.uuid, None)
             raise exception.MigrationPreCheckError(
                 reason='Puma scheduler unreachable, cannot plan a split '
                        'migration of %s: %s' % (instance.uuid, e))
@@ -371,6 +373,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 reason='no sub host for a split migration of %s to %s: %s'
                        % (instance.uuid, self._puma_host,
                           getattr(e, 'value', None) or e))
+        if not isinstance(answer, dict):
+            answer = {}
         plan = {
             'instance_uuid': instance.uuid,
             'main_host': self._puma_host,
@@ -380,7 +384,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             'memory_mb': need,
         }
         problem = None
-        if not plan['sub_host'] or plan['sub_host'] == self._puma_host:
+        if (not isinstance(plan['sub_host'], str) or not plan['sub_host'] or
+                plan['sub_host'] == self._puma_host):
             problem = 'bad sub host %r' % (plan['sub_host'],)
         elif not all(isinstance(plan[k], int) and plan[k] > 0
                      for k in ('main_limit_mb', 'remote_mb')):
