@@ -1,0 +1,57 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The Puma RPC endpoint served inside nova-compute.
+
+Served by the Puma compute driver from ``init_host`` on Nova's transport,
+topic ``puma-compute``, server = this host; stopped in ``cleanup_host``.
+"""
+
+from oslo_log import log as logging
+import oslo_messaging as messaging
+
+from puma_nova.compute import memory_server
+
+LOG = logging.getLogger(__name__)
+
+
+class PumaComputeEndpoint(object):
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self, driver):
+        self._driver = driver
+
+    def start_memory_server(self, ctxt, instance_uuid, size_mb):
+        try:
+            uri = self._driver.puma_start_memory_server(instance_uuid,
+                                                        size_mb)
+        except memory_server.MemoryServerError as e:
+            LOG.error('Memory server for %s not started: %s',
+                      instance_uuid, e)
+            raise
+        return {'uri': uri}
+
+    def stop_memory_server(self, ctxt, instance_uuid):
+        self._driver.puma_stop_memory_server(instance_uuid)
+
+    def apply_pairs(self, ctxt, pairs):
+        self._driver.puma_apply_pairs(pairs)
+
+    def get_memory_stats(self, ctxt):
+        return self._driver.puma_memory_stats()
+
+    def get_split_plan(self, ctxt, instance_uuid, migration_uuid=None):
+        return self._driver.puma_split_plan(instance_uuid, migration_uuid)
+
+    def drop_split_plan(self, ctxt, instance_uuid):
+        self._driver.puma_drop_split_plan(instance_uuid)

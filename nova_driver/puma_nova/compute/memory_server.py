@@ -1,0 +1,239 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Memory server processes of this host (sub host of split instances).
+
+One ``qemu-memory-server --listen ADDR:PORT --max-memory SIZE`` per split
+instance whose memory this host serves. The processes run in their own
+session so that they outlive a restart of nova-compute (the instances on
+the main hosts depend on them); their pid and port are kept in a JSON
+state file so a restarted nova-compute finds and stops them.
+"""
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from oslo_log import log as logging
+from oslo_utils import fileutils
+
+LOG = logging.getLogger(__name__)
+
+STATE_FILE = 'memory-servers.json'
+
+
+class MemoryServerError(Exception):
+    pass
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError as e:
+        return e.errno == errno.EPERM
+    # A zombie child still "exists"; treat it as gone.
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().split(')')[-1].split()[0] != 'Z'
+    except OSError:
+        return False
+
+
+def _cmdline(pid):
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            return f.read().decode(errors='replace').split('\0')
+    except OSError:
+        return []
+
+
+class MemoryServers(object):
+
+    def __init__(self, state_dir, binary, address, port_min, port_max,
+                 ready_timeout=10.0):
+        if port_min > port_max:
+            raise MemoryServerError('memory server port range %d-%d is '
+                                    'empty' % (port_min, port_max))
+        self._state_dir = state_dir
+        self._binary = binary
+        self._address = address
+        self._ports = range(port_min, port_max + 1)
+        self._ready_timeout = ready_timeout
+        self._lock = threading.Lock()
+        self._children = {}
+        fileutils.ensure_tree(state_dir)
+        self._servers = self._load()
+
+    @property
+    def _state_path(self):
+        return os.path.join(self._state_dir, STATE_FILE)
+
+    def _load(self):
+        try:
+            with open(self._state_path) as f:
+                servers = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except ValueError as e:
+            # Keep the unreadable file for the operator; nothing is lost.
+            broken = self._state_path + '.broken'
+            os.replace(self._state_path, broken)
+            LOG.error('Unreadable memory server state %s moved to %s: %s',
+                      self._state_path, broken, e)
+            return {}
+        alive = {u: s for u, s in servers.items() if self._is_ours(s)}
+        for gone in set(servers) - set(alive):
+            LOG.warning('Memory server of instance %s (pid %d) is gone',
+                        gone, servers[gone]['pid'])
+        return alive
+
+    def _is_ours(self, server):
+        """Whether pid still runs the memory server we started.
+
+        After a reboot the pid may belong to another process: never
+        signal a process that does not listen where ours did.
+        """
+        if not _alive(server['pid']):
+            return False
+        args = _cmdline(server['pid'])
+        listen = '%s:%d' % (self._address, server['port'])
+        return '--listen' in args and listen in args
+
+    def _save(self):
+        tmp = self._state_path + '.tmp'
+        with open(tmp, 'w') as f:
+            json.dump(self._servers, f, indent=1, sort_keys=True)
+        os.replace(tmp, self._state_path)
+
+    def _uri(self, port):
+        return 'tcp:%s:%d' % (self._address, port)
+
+    def _free_port(self):
+        used = {s['port'] for s in self._servers.values()}
+        for port in self._ports:
+            if port in used:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((self._address, port))
+                except OSError:
+                    continue
+            return port
+        raise MemoryServerError('no free memory server port in %d-%d'
+                                % (self._ports[0], self._ports[-1]))
+
+    def _wait_ready(self, child, port, log_path):
+        deadline = time.monotonic() + self._ready_timeout
+        while time.monotonic() < deadline:
+            if child.poll() is not None:
+                break
+            try:
+                with socket.create_connection((self._address, port),
+                                              timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self._kill(child.pid, child)
+        with open(log_path, errors='replace') as f:
+            tail = f.read()[-2000:]
+        raise MemoryServerError(
+            'memory server %s did not listen on %s:%d (exit status %s): %s'
+            % (self._binary, self._address, port, child.poll(), tail))
+
+    def start(self, instance_uuid, size_mb):
+        """Start (or find) the memory server of an instance; its URI."""
+        if not isinstance(size_mb, int) or size_mb <= 0:
+            raise MemoryServerError('invalid memory server size %r'
+                                    % (size_mb,))
+        with self._lock:
+            server = self._servers.get(instance_uuid)
+            if server and self._is_ours(server):
+                if server['size_mb'] != size_mb:
+                    raise MemoryServerError(
+                        'memory server of %s already serves %d MiB, not '
+                        '%d MiB' % (instance_uuid, server['size_mb'],
+                                    size_mb))
+                return self._uri(server['port'])
+            port = self._free_port()
+            log_path = os.path.join(self._state_dir,
+                                    'memory-server-%s.log' % instance_uuid)
+            cmd = [self._binary, '--listen',
+                   '%s:%d' % (self._address, port),
+                   '--max-memory', '%dM' % size_mb]
+            LOG.info('Starting memory server for instance %s: %s',
+                     instance_uuid, ' '.join(cmd))
+            with open(log_path, 'ab') as log:
+                try:
+                    child = subprocess.Popen(
+                        cmd, stdin=subprocess.DEVNULL, stdout=log,
+                        stderr=subprocess.STDOUT, start_new_session=True,
+                        close_fds=True)
+                except OSError as e:
+                    raise MemoryServerError('cannot run %s: %s'
+                                            % (self._binary, e))
+            self._wait_ready(child, port, log_path)
+            self._children[instance_uuid] = child
+            self._servers[instance_uuid] = {
+                'pid': child.pid, 'port': port, 'size_mb': size_mb}
+            self._save()
+            return self._uri(port)
+
+    def _kill(self, pid, child=None, timeout=5.0):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if child is not None:
+                if child.poll() is not None:
+                    return
+            elif not _alive(pid):
+                return
+            time.sleep(0.05)
+        LOG.warning('Memory server pid %d ignored SIGTERM, killing it', pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        if child is not None:
+            child.wait()
+
+    def stop(self, instance_uuid):
+        """Stop the memory server of an instance; nothing if none runs."""
+        with self._lock:
+            server = self._servers.pop(instance_uuid, None)
+            child = self._children.pop(instance_uuid, None)
+            if server is None:
+                return False
+            if child is not None or self._is_ours(server):
+                LOG.info('Stopping memory server of instance %s (pid %d)',
+                         instance_uuid, server['pid'])
+                self._kill(server['pid'], child)
+            else:
+                LOG.warning('Memory server of instance %s (pid %d) is gone',
+                            instance_uuid, server['pid'])
+            self._save()
+            return True
+
+    def list(self):
+        with self._lock:
+            return {u: dict(s) for u, s in self._servers.items()}
+
+    def served_mb(self):
+        with self._lock:
+            return sum(s['size_mb'] for s in self._servers.values())

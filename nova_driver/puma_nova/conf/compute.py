@@ -1,0 +1,134 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The ``[puma]`` options read by the Puma compute driver in nova-compute."""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'puma',
+    title='Puma compute driver options',
+    help="""
+Options of the Puma extension of the libvirt compute driver
+(``compute_driver = puma.PumaLibvirtDriver``): split migrations with
+memory servers, the lending ledger applied to placement, Shoot4U and the
+cache-lending channel.
+""")
+
+OPTS = [
+    cfg.IntOpt(
+        'report_interval',
+        default=60,
+        min=0,
+        help="""
+Seconds between two reports of this host's memory statistics to the Puma
+scheduler (``report_host``). 0 disables the periodic report.
+"""),
+    cfg.IntOpt(
+        'rpc_timeout',
+        default=30,
+        min=1,
+        help='Seconds to wait for an answer of the Puma scheduler or of '
+             'another compute host.'),
+    cfg.IntOpt(
+        'ledger_cache_seconds',
+        default=30,
+        min=0,
+        help="""
+How long the lending ledger read from the Puma scheduler is reused by
+``update_provider_tree`` before it is read again. Split migrations,
+rollbacks and deletes on this host refresh it at once. If the scheduler
+cannot be reached, the last ledger read stays applied.
+"""),
+    cfg.BoolOpt(
+        'split_allowed',
+        default=True,
+        help="""
+Whether this host takes part in split migrations: as the main host that
+receives an instance that does not fit in its free RAM, and as a sub host
+that serves memory to a main host. A split migration also needs the
+flavor extra spec ``puma:split=allowed`` (or the image property
+``puma_split=allowed``) and the patched libvirt/QEMU stack.
+"""),
+    cfg.IntOpt(
+        'free_ram_margin_mb',
+        default=512,
+        min=0,
+        help="""
+Memory in MiB that a live migration must leave free on this host. An
+instance that allows splitting and would leave less free RAM than this
+is split: only the part that fits stays resident here, the rest is served
+by a memory server on a sub host.
+"""),
+    cfg.StrOpt(
+        'memory_server_binary',
+        default='qemu-memory-server',
+        help='Path or name of the memory server daemon of the patched QEMU '
+             'build.'),
+    cfg.HostAddressOpt(
+        'memory_server_address',
+        help="""
+Address the memory servers of this host listen on, as seen by main hosts.
+Defaults to ``[DEFAULT] my_ip``.
+"""),
+    cfg.PortOpt(
+        'memory_server_port_min',
+        default=49200,
+        help='Lowest TCP port a memory server of this host may use.'),
+    cfg.PortOpt(
+        'memory_server_port_max',
+        default=49263,
+        help='Highest TCP port a memory server of this host may use.'),
+    cfg.IntOpt(
+        'lendable_max_mb',
+        default=0,
+        min=0,
+        help="""
+Largest amount of memory in MiB this host lends to split instances of
+other hosts. 0 means no limit other than the free RAM.
+"""),
+    cfg.BoolOpt(
+        'shoot4u_allowed',
+        default=True,
+        help="""
+Whether instances whose flavor asks for ``puma:shoot4u=true`` may run on
+this host. They are refused anyway when the host's libvirt does not know
+the ``pv-tlb-shootdown`` KVM feature.
+"""),
+    cfg.StrOpt(
+        'lending_bridge',
+        default='br-puma',
+        help="""
+Host bridge of the cache-lending channel. Puma-enabled instances get one
+extra interface on it; nftables rules on the bridge only let authorised
+lender/borrower pairs talk to each other.
+"""),
+    cfg.StrOpt(
+        'lending_table',
+        default='puma_lending',
+        help='Name of the nftables table (family bridge) holding the '
+             'lending-channel filter of this host.'),
+    cfg.BoolOpt(
+        'lending_channel_enabled',
+        default=False,
+        help='Whether this host attaches lending-channel interfaces and '
+             'programs the nftables filter for the lending pairs.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, OPTS)]

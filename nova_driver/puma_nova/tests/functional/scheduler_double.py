@@ -1,0 +1,93 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Test double of the Puma scheduler's RPC endpoint.
+
+The real service (puma-scheduler) is written separately. This double
+implements the same RPC contract (topic puma-scheduler, version 1.0:
+report_host, plan_split, get_ledger, release_split, split_state) with an
+in-memory ledger and a fixed choice of sub hosts, so that the functional
+tests can drive the compute driver through real oslo.messaging calls on
+Nova's fake transport.
+"""
+
+import threading
+
+from nova import rpc as nova_rpc
+import oslo_messaging as messaging
+
+
+class PlanError(Exception):
+    pass
+
+
+class SchedulerDouble(object):
+
+    target = messaging.Target(version='1.0')
+
+    def __init__(self, sub_hosts, main_limits):
+        """A double that splits onto sub_hosts with fixed limits.
+
+        :param sub_hosts: hosts to use as sub hosts, in order
+        :param main_limits: {main host: resident limit in MiB}
+        """
+        self.sub_hosts = list(sub_hosts)
+        self.main_limits = dict(main_limits)
+        self.ledger = {}
+        self.reports = {}
+        self.calls = []
+        self._lock = threading.Lock()
+
+    def report_host(self, ctxt, host, stats):
+        with self._lock:
+            self.calls.append(('report_host', host))
+            self.reports[host] = stats
+
+    def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
+                   project_id):
+        with self._lock:
+            self.calls.append(('plan_split', instance_uuid, main_host))
+            subs = [h for h in self.sub_hosts if h != main_host]
+            limit = self.main_limits.get(main_host, 0)
+            if not subs or limit <= 0 or limit >= memory_mb:
+                raise PlanError('no sub host for %s' % instance_uuid)
+            entry = {'instance_uuid': instance_uuid, 'main_host': main_host,
+                     'sub_host': subs[0], 'mb': memory_mb - limit,
+                     'state': 'planned'}
+            self.ledger[instance_uuid] = entry
+            return {'sub_host': subs[0], 'main_limit_mb': limit,
+                    'remote_mb': memory_mb - limit}
+
+    def get_ledger(self, ctxt, host):
+        with self._lock:
+            return [dict(e) for e in self.ledger.values()
+                    if host in (e['main_host'], e['sub_host'])]
+
+    def release_split(self, ctxt, instance_uuid):
+        with self._lock:
+            self.calls.append(('release_split', instance_uuid))
+            self.ledger.pop(instance_uuid, None)
+
+    def split_state(self, ctxt, instance_uuid, state):
+        with self._lock:
+            self.calls.append(('split_state', instance_uuid, state))
+            if instance_uuid in self.ledger:
+                self.ledger[instance_uuid]['state'] = state
+
+
+def serve(endpoint):
+    """Serve the double on Nova's (fake) transport; returns the server."""
+    server = nova_rpc.get_server(
+        messaging.Target(topic='puma-scheduler', server='puma-scheduler',
+                         version='1.0'), [endpoint])
+    server.start()
+    return server

@@ -1,0 +1,596 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Split migrations through Nova's own live-migration flow.
+
+Real Nova API, conductor, scheduler and placement in-process, three
+libvirt computes (src, dest, sub) on fakelibvirt running the Puma driver;
+the Puma scheduler is a test double on the same fake RPC transport; the
+memory server is a test double run as a real process.
+"""
+
+import contextlib
+import io
+import os
+import socket
+import sys
+import threading
+import time
+
+import fixtures
+from lxml import etree
+from nova.cmd import manage
+import nova.conf
+from nova import context as nova_context
+from nova import objects
+from nova.tests.fixtures import libvirt as fakelibvirt
+from nova.tests.functional.api import client
+from nova.tests.functional import integrated_helpers
+from nova.tests.functional.libvirt import base
+import os_resource_classes as orc
+
+from puma_nova.compute import lending
+from puma_nova.compute import memory_server
+from puma_nova.compute import rpcapi
+from puma_nova.conf import compute as puma_conf
+from puma_nova.tests.functional import scheduler_double
+from puma_nova.virt import lending_vif
+from puma_nova.virt import split
+
+GIB = 1024
+
+
+def _port_range(n=8):
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    return port, port + n - 1
+
+
+class PumaServersTestBase(base.LibvirtMigrationMixin,
+                          base.ServersTestBase,
+                          integrated_helpers.InstanceHelperMixin):
+
+    microversion = '2.74'
+    ADMIN_API = True
+    # Host memory as Nova sees it (total, used) in MiB.
+    HOSTS = {
+        'src': (16 * GIB, 2 * GIB),
+        'dest': (4 * GIB, 2 * GIB),
+        'sub': (16 * GIB, 2 * GIB),
+    }
+
+    def setUp(self):
+        # pip installs Nova's data files under the environment's prefix.
+        self.flags(api_paste_config=os.path.join(
+            sys.prefix, 'etc', 'nova', 'api-paste.ini'), group='wsgi')
+        puma_conf.register_opts(nova.conf.CONF)
+        super().setUp()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        binary = os.path.join(tmp, 'qemu-memory-server')
+        with open(binary, 'w') as f:
+            f.write('#!%s\nimport sys\nsys.path[:0] = %r\n'
+                    'from puma_nova.tests import memory_server_double\n'
+                    'sys.exit(memory_server_double.main())\n'
+                    % (sys.executable, sys.path))
+        os.chmod(binary, 0o755)
+        port_min, port_max = _port_range()
+        self.flags(memory_server_binary=binary,
+                   memory_server_address='127.0.0.1',
+                   memory_server_port_min=port_min,
+                   memory_server_port_max=port_max,
+                   report_interval=0, free_ram_margin_mb=0,
+                   ledger_cache_seconds=0, rpc_timeout=10, group='puma')
+        # Placement lets the 4 GiB flavor onto dest; its RAM does not.
+        self.flags(ram_allocation_ratio=2.0, reserved_host_memory_mb=0)
+
+        # Real free memory per host (Nova reads /proc/meminfo).
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.host.Host.get_memory_mb_used',
+            lambda host_obj: self._used_mb(host_obj)))
+
+        self.sched = scheduler_double.SchedulerDouble(
+            sub_hosts=['sub'], main_limits={'dest': 2 * GIB})
+        self.sched_server = scheduler_double.serve(self.sched)
+        self.addCleanup(self._stop_scheduler)
+
+        self.migrations = []
+        for host, (total, _used) in self.HOSTS.items():
+            self.start_compute(host, host_info=fakelibvirt.HostInfo(
+                cpu_nodes=1, cpu_sockets=1, cpu_cores=4, cpu_threads=1,
+                kB_mem=total))
+        self.src = self.computes['src']
+        self.dest = self.computes['dest']
+        self.sub = self.computes['sub']
+        self.addCleanup(self._stop_memory_servers)
+
+    def _stop_scheduler(self):
+        if self.sched_server is not None:
+            self.sched_server.stop()
+            self.sched_server.wait()
+            self.sched_server = None
+
+    def _setup_compute_service(self):
+        self.flags(compute_driver='puma.PumaLibvirtDriver')
+
+    def _used_mb(self, host_obj):
+        for name, compute in self.computes.items():
+            if compute.driver._host is host_obj:
+                return self.HOSTS[name][1]
+        return 0
+
+    def _stop_memory_servers(self):
+        for compute in self.computes.values():
+            servers = compute.driver._puma_memory_servers
+            for uuid in list(servers.list()):
+                servers.stop(uuid)
+
+    def _migrate_stub(self, domain, destination, params, flags):
+        self.migrations.append((destination, dict(params), flags))
+        super()._migrate_stub(domain, destination, params, flags)
+
+    def _rp(self, host):
+        return self._get_provider_uuid_by_host(host)
+
+    def _memory_inventory(self, host):
+        return self._get_provider_inventory(self._rp(host))[orc.MEMORY_MB]
+
+    def _audit(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = manage.PlacementCommands().audit(verbose=True)
+        return rc, out.getvalue()
+
+    def _assert_placement_clean(self):
+        rc, out = self._audit()
+        self.assertEqual(0, rc, out)
+        self.assertNotIn('allocations remaining', self.stdlog.logger.output)
+        self.assertNotIn('There are allocations remaining',
+                         self.stdlog.logger.output)
+        # The resource tracker never failed. (Nova's report client may
+        # log one placement generation conflict when the ledger changes
+        # the inventory right after allocations moved; it retries, and
+        # the tests check the inventories it ends with.)
+        self.assertNotIn('Error updating resources',
+                         self.stdlog.logger.output)
+
+    def _split_flavor(self, **extra):
+        spec = {'puma:split': 'allowed'}
+        spec.update(extra)
+        return self._create_flavor(memory_mb=4 * GIB, vcpu=1, disk=1,
+                                   ephemeral=0, extra_spec=spec)
+
+    def _boot(self, flavor_id, host='src', expected_state='ACTIVE'):
+        self.server = self._create_server(flavor_id=flavor_id, host=host,
+                                          networks='none',
+                                          expected_state=expected_state)
+        return self.server
+
+
+class SplitLiveMigrationTest(PumaServersTestBase):
+
+    def test_split_then_delete(self):
+        base_dest = self._memory_inventory('dest')
+        base_sub = self._memory_inventory('sub')
+        server = self._boot(self._split_flavor())
+
+        self._live_migrate(server, 'completed', host='dest')
+
+        # The source passed the split to libvirt.
+        self.assertEqual(1, len(self.migrations))
+        _dest, params, flags = self.migrations[0]
+        self.assertTrue(flags & split.VIR_MIGRATE_SPLIT)
+        servers = self.sub.driver._puma_memory_servers.list()
+        self.assertEqual([server['id']], list(servers))
+        self.assertEqual(2 * GIB, servers[server['id']]['size_mb'])
+        self.assertEqual('tcp:127.0.0.1:%d' % servers[server['id']]['port'],
+                         params['split.sub-host-uri'])
+        self.assertEqual(2 * GIB * 1024 * 1024, params['split.main-limit'])
+        self.assertIn('destination_xml', params)
+        pid = servers[server['id']]['pid']
+        self.assertTrue(memory_server._alive(pid))
+
+        # The ledger: planned, running, then done.
+        states = [c[2] for c in self.sched.calls if c[0] == 'split_state']
+        self.assertEqual(['running', 'done'], states)
+        self.assertEqual('done', self.sched.ledger[server['id']]['state'])
+        server = self.api.get_server(server['id'])
+        self.assertEqual('dest', server['OS-EXT-SRV-ATTR:host'])
+
+        # Placement: whole flavor on dest, the ledger on both inventories.
+        self._run_periodics()
+        allocs = self._get_allocations_by_server_uuid(server['id'])
+        self.assertEqual({self._rp('dest')}, set(allocs))
+        self.assertEqual(4 * GIB,
+                         allocs[self._rp('dest')]['resources']['MEMORY_MB'])
+        dest_inv = self._memory_inventory('dest')
+        sub_inv = self._memory_inventory('sub')
+        self.assertEqual(base_dest['total'] + 2 * GIB, dest_inv['total'])
+        self.assertEqual(base_dest['max_unit'] + 2 * GIB,
+                         dest_inv['max_unit'])
+        self.assertEqual(base_sub['reserved'] + 2 * GIB, sub_inv['reserved'])
+        self.assertEqual(base_sub['total'], sub_inv['total'])
+        self._assert_placement_clean()
+
+        # Delete releases everything on every host.
+        self._delete_server(server)
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertFalse(memory_server._alive(pid))
+        self.assertEqual({}, self.sched.ledger)
+        self._run_periodics()
+        self.assertEqual(base_dest, self._memory_inventory('dest'))
+        self.assertEqual(base_sub, self._memory_inventory('sub'))
+        self._assert_placement_clean()
+
+    def test_scheduler_away_keeps_ledger(self):
+        base_dest = self._memory_inventory('dest')
+        server = self._boot(self._split_flavor())
+        self._live_migrate(server, 'completed', host='dest')
+        self._run_periodics()
+        self.assertEqual(base_dest['total'] + 2 * GIB,
+                         self._memory_inventory('dest')['total'])
+
+        self._stop_scheduler()
+        self.flags(rpc_timeout=1, group='puma')
+        self._run_periodics()
+        self.assertIn('Could not read the Puma lending ledger',
+                      self.stdlog.logger.output)
+        # The last ledger read stays applied; the RT keeps working.
+        self.assertEqual(base_dest['total'] + 2 * GIB,
+                         self._memory_inventory('dest')['total'])
+        self._assert_placement_clean()
+
+    def test_fits_no_split(self):
+        self.HOSTS = dict(self.HOSTS, dest=(4 * GIB, 0))
+        server = self._boot(self._split_flavor())
+        self._live_migrate(server, 'completed', host='dest')
+        _dest, params, flags = self.migrations[0]
+        self.assertFalse(flags & split.VIR_MIGRATE_SPLIT)
+        self.assertNotIn('split.sub-host-uri', params)
+        self.assertEqual([], [c for c in self.sched.calls
+                              if c[0] == 'plan_split'])
+        self._assert_placement_clean()
+
+    def test_rollback_releases(self):
+        server = self._boot(self._split_flavor())
+        base_dest = self._memory_inventory('dest')
+        base_sub = self._memory_inventory('sub')
+        seen = {}
+
+        def fail(domain, destination, params, flags):
+            # The split is in place while libvirt migrates...
+            seen['servers'] = self.sub.driver._puma_memory_servers.list()
+            seen['params'] = dict(params)
+            conn = self.src.driver._host.get_connection()
+            conn.lookupByUUIDString(server['id']).fail_job()
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.migrateToURI3', fail))
+        self._live_migrate(server, 'failed', host='dest')
+
+        self.assertIn(server['id'], seen['servers'])
+        self.assertIn('split.sub-host-uri', seen['params'])
+        pid = seen['servers'][server['id']]['pid']
+        # ...and gone after the rollback.
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertFalse(memory_server._alive(pid))
+        self.assertEqual({}, self.sched.ledger)
+        self.assertIn(('split_state', server['id'], 'failed'),
+                      self.sched.calls)
+        self.assertIsNone(self.dest.driver.puma_split_plan(server['id']))
+        server = self.api.get_server(server['id'])
+        self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
+        self._run_periodics()
+        self.assertEqual(base_dest, self._memory_inventory('dest'))
+        self.assertEqual(base_sub, self._memory_inventory('sub'))
+        allocs = self._get_allocations_by_server_uuid(server['id'])
+        self.assertEqual({self._rp('src')}, set(allocs))
+        self._assert_placement_clean()
+
+    def test_lost_plan_fails_and_releases(self):
+        real_check = self.dest.driver.check_source_migrate_data_at_dest
+
+        def check_then_restart(*args, **kwargs):
+            data = real_check(*args, **kwargs)
+            # What a nova-compute restart on dest does to its plans.
+            self.dest.driver._puma_plans.clear()
+            return data
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.virt.driver.PumaLibvirtDriver.'
+            'check_source_migrate_data_at_dest',
+            lambda drv, *a, **kw: (check_then_restart(*a, **kw)
+                                   if drv is self.dest.driver else None)))
+        server = self._boot(self._split_flavor())
+        self._live_migrate(server, 'failed', host='dest')
+        self.assertEqual([], self.migrations)
+        self.assertIn('split plan of %s on dest was lost' % server['id'],
+                      self.stdlog.logger.output)
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.sched.ledger)
+        self.assertEqual('src', self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self._run_periodics()
+        self._assert_placement_clean()
+
+    def test_abort_releases(self):
+        server = self._boot(self._split_flavor())
+        seen = {}
+
+        def running(domain, destination, params, flags):
+            # libvirt is migrating: the job runs until aborted.
+            seen['params'] = dict(params)
+            seen['servers'] = self.sub.driver._puma_memory_servers.list()
+            domain._job_type = fakelibvirt.VIR_DOMAIN_JOB_UNBOUNDED
+
+        def abort(domain):
+            domain._job_type = fakelibvirt.VIR_DOMAIN_JOB_CANCELLED
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.migrateToURI3', running))
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.abortJob', abort))
+        self._live_migrate(server, 'running', host='dest',
+                           server_expected_state='MIGRATING')
+        migration = self.api.api_get(
+            '/os-migrations?instance_uuid=%s' % server['id']
+        ).body['migrations'].pop()
+        for _ in range(100):
+            if 'params' in seen:
+                break
+            time.sleep(0.1)
+        self.assertIn('split.sub-host-uri', seen['params'])
+        self.assertIn(server['id'], seen['servers'])
+        self.api.api_delete('/servers/%s/migrations/%s'
+                            % (server['id'], migration['id']))
+        self._wait_for_migration_status(server, ['cancelled'])
+        self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.sched.ledger)
+        self.assertEqual('src', self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self._run_periodics()
+        self._assert_placement_clean()
+
+    def test_shoot4u_destination_refused(self):
+        flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                     ephemeral=0,
+                                     extra_spec={'puma:shoot4u': 'true'})
+        server = self._boot(flavor)
+        self.dest.driver._puma_shoot4u = False
+        self._assert_refused(server, 'uses Shoot4U (puma:shoot4u) but host '
+                                     'dest cannot provide it')
+
+    def _assert_refused(self, server, words):
+        try:
+            self.api.post_server_action(
+                server['id'],
+                {'os-migrateLive': {'host': 'dest',
+                                    'block_migration': 'auto'}})
+        except client.OpenStackApiException:
+            # CastAsCall hands the conductor's precheck error back to the
+            # API, which a real deployment answers 202 to.
+            pass
+        self._wait_for_migration_status(server, ['error'])
+        self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual([], self.migrations)
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.sched.ledger)
+        # The refusal reaches the conductor's log as the cause.
+        self.assertIn(words, self.stdlog.logger.output)
+        self.assertEqual('src',
+                         self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self._assert_placement_clean()
+
+    def test_without_extra_spec_nova_decides(self):
+        # An instance that does not allow splitting migrates as Nova
+        # alone would migrate it: placement accepted it, nothing else is
+        # checked, nothing is split, and the scheduler is not asked.
+        flavor = self._create_flavor(memory_mb=4 * GIB, vcpu=1, disk=1,
+                                     ephemeral=0)
+        server = self._boot(flavor)
+        self._live_migrate(server, 'completed', host='dest')
+        _dest, params, flags = self.migrations[0]
+        self.assertFalse(flags & split.VIR_MIGRATE_SPLIT)
+        self.assertNotIn('split.sub-host-uri', params)
+        self.assertEqual([], self.sched.calls)
+        self._delete_server(server)
+        self.assertEqual([], self.sched.calls)
+        self._assert_placement_clean()
+
+    def test_huge_pages_refused(self):
+        # Validated by the API at boot, so set it on the instance record.
+        server = self._boot(self._split_flavor())
+        inst = objects.Instance.get_by_uuid(
+            nova_context.get_admin_context(), server['id'])
+        inst.flavor.extra_specs['hw:mem_page_size'] = 'large'
+        inst.save()
+        self._assert_refused(server, 'instances with huge pages cannot be '
+                                     'split')
+
+    def test_refused_without_sub_host(self):
+        self.sched.sub_hosts = []
+        server = self._boot(self._split_flavor())
+        self._assert_refused(server, 'no sub host for a split migration')
+
+    def test_unusable_plan(self):
+        # The scheduler thinks dest keeps 3 GiB; only 2 GiB are free.
+        self.sched.main_limits['dest'] = 3 * GIB
+        server = self._boot(self._split_flavor())
+        self._assert_refused(server, 'resident limit 3072 MiB exceeds the '
+                                     '2048 MiB free here')
+        self.assertIn(('release_split', server['id']), self.sched.calls)
+
+    def test_memory_server_fails(self):
+        self.sub.driver._puma_memory_servers._binary = '/bin/false'
+        server = self._boot(self._split_flavor())
+        self._assert_refused(server, 'memory server for')
+        self.assertIn(('release_split', server['id']), self.sched.calls)
+
+
+class ExtraSpecValidationTest(PumaServersTestBase):
+
+    def test_puma_namespace_validated(self):
+        flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                     ephemeral=0)
+        admin = self.api_fixture.admin_api
+        admin.microversion = '2.86'
+        for spec in ({'puma:split': 'yes'}, {'puma:shoot4u': 'maybe'},
+                     {'puma:splitt': 'allowed'}):
+            ex = self.assertRaises(
+                client.OpenStackApiException, admin.post_extra_spec,
+                flavor, {'extra_specs': spec})
+            self.assertEqual(400, ex.response.status_code)
+        admin.post_extra_spec(flavor, {'extra_specs': {
+            'puma:split': 'allowed', 'puma:shoot4u': 'true'}})
+
+
+class ComputeRPCTest(PumaServersTestBase):
+    """The puma-compute endpoint as the Puma scheduler calls it."""
+
+    def setUp(self):
+        super().setUp()
+        self.rpc = rpcapi.ComputeAPI(timeout=10)
+        self.ctxt = nova_context.get_admin_context()
+
+    def test_memory_stats(self):
+        server = self._boot(self._create_flavor(memory_mb=GIB, vcpu=1,
+                                                disk=1, ephemeral=0))
+        stats = self.rpc.get_memory_stats(self.ctxt, 'src')
+        self.assertEqual(16 * GIB, stats['memory_mb'])
+        self.assertEqual(14 * GIB, stats['free_mb'])
+        self.assertEqual('127.0.0.1', stats['address'])
+        self.assertTrue(stats['split'])
+        self.assertEqual([server['id']], [v['uuid'] for v in stats['vms']])
+        self.assertEqual(GIB, stats['vms'][0]['memory_mb'])
+
+    def test_periodic_report(self):
+        server = self._boot(self._create_flavor(memory_mb=GIB, vcpu=1,
+                                                disk=1, ephemeral=0))
+        self.flags(report_interval=1, group='puma')
+        driver = self.src.driver
+        reporter = threading.Thread(target=driver._puma_report_loop)
+        reporter.start()
+        try:
+            for _ in range(100):
+                if 'src' in self.sched.reports:
+                    break
+                time.sleep(0.1)
+        finally:
+            driver._puma_stop.set()
+            reporter.join()
+        report = self.sched.reports['src']
+        self.assertEqual(16 * GIB, report['memory_mb'])
+        self.assertEqual([server['id']], [v['uuid'] for v in report['vms']])
+
+    def test_apply_pairs(self):
+        pair = {'borrower': 'b', 'lender': 'l',
+                'borrower_address': '10.9.0.2',
+                'lender_address': '10.9.0.3', 'capacity_mb': 256,
+                'key': 'k'}
+        self.assertIsNone(self.rpc.apply_pairs(self.ctxt, 'src', [pair]))
+        self.assertEqual([pair], self.src.driver._puma_lending.pairs)
+        try:
+            self.rpc.apply_pairs(self.ctxt, 'src', [{'borrower': 'b'}])
+        except Exception as e:
+            # A RemoteError, or the InvalidPairs itself on the fake driver.
+            self.assertIn('pair 0 lacks', str(e))
+        else:
+            self.fail('invalid pairs were accepted')
+        self.assertEqual([pair], self.src.driver._puma_lending.pairs)
+
+    def test_memory_server_calls(self):
+        uri = self.rpc.start_memory_server(self.ctxt, 'sub', 'inst', 64)
+        self.assertEqual(uri, self.rpc.start_memory_server(
+            self.ctxt, 'sub', 'inst', 64))
+        self.assertTrue(uri['uri'].startswith('tcp:127.0.0.1:'))
+        self.assertIsNone(self.rpc.stop_memory_server(self.ctxt, 'sub',
+                                                      'inst'))
+        self.assertIsNone(self.rpc.stop_memory_server(self.ctxt, 'sub',
+                                                      'inst'))
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+
+
+class LendingChannelTest(PumaServersTestBase):
+
+    def _flavor(self):
+        return self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                   ephemeral=0,
+                                   extra_spec={'puma:lending': 'true'})
+
+    def test_interface_and_stats(self):
+        self.flags(lending_channel_enabled=True, group='puma')
+        defined = []
+        real_define = fakelibvirt.Connection.defineXML
+
+        def define(conn, xml):
+            defined.append(xml)
+            return real_define(conn, xml)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        server = self._boot(self._flavor())
+        xml = [etree.fromstring(x) for x in defined
+               if server['id'] in x][-1]
+        vifs = [i for i in xml.findall('./devices/interface')
+                if i.find('source').get('bridge') == 'br-puma']
+        self.assertEqual(1, len(vifs))
+        self.assertEqual(lending.tap_name(server['id']),
+                         vifs[0].find('target').get('dev'))
+        stats = rpcapi.ComputeAPI(timeout=10).get_memory_stats(
+            nova_context.get_admin_context(), 'src')
+        vm = stats['vms'][0]
+        self.assertTrue(vm['lendable'])
+        self.assertEqual(lending_vif.address(server['id']),
+                         vm['lending_address'])
+        # The extra interface does not get in the way of a migration.
+        self._live_migrate(server, 'completed', host='dest')
+
+    def test_refused_when_disabled(self):
+        server = self._boot(self._flavor(), expected_state='ERROR')
+        self.assertIn('lending_channel_enabled is false',
+                      server['fault']['message'])
+
+
+class Shoot4UTest(PumaServersTestBase):
+
+    def test_feature_in_domain_xml(self):
+        defined = []
+        real_define = fakelibvirt.Connection.defineXML
+
+        def define(conn, xml):
+            defined.append(xml)
+            return real_define(conn, xml)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                     ephemeral=0,
+                                     extra_spec={'puma:shoot4u': 'true'})
+        server = self._boot(flavor)
+        xml = [etree.fromstring(x) for x in defined
+               if server['id'] in x][-1]
+        kvm = xml.findall('./features/kvm')
+        self.assertEqual(1, len(kvm))
+        self.assertEqual('on', kvm[0].find('pv-tlb-shootdown').get('state'))
+        traits = self._get_provider_traits(self._rp('src'))
+        self.assertIn('CUSTOM_PUMA_SHOOT4U', traits)
+
+    def test_refused_without_support(self):
+        for compute in self.computes.values():
+            compute.driver._puma_shoot4u = False
+        flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                     ephemeral=0,
+                                     extra_spec={'puma:shoot4u': 'true'})
+        server = self._boot(flavor, expected_state='ERROR')
+        self.assertIn('Shoot4U', server['fault']['message'])

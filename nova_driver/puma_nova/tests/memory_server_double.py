@@ -1,0 +1,51 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Test double of QEMU's qemu-memory-server (not a memory server).
+
+It only accepts the same command line (``--listen HOST:PORT --max-memory
+SIZE``), listens on the address and accepts connections until SIGTERM,
+so tests can exercise how the Puma driver runs and stops memory servers
+while the real daemon is not built. ``--fail`` makes it exit at once
+with an error, like a daemon that cannot start.
+"""
+
+import argparse
+import signal
+import socket
+import sys
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--listen', required=True)
+    parser.add_argument('--max-memory', required=True)
+    parser.add_argument('--fail', action='store_true')
+    args = parser.parse_args(argv)
+    if args.fail:
+        print('memory server double: asked to fail', file=sys.stderr)
+        return 1
+    host, _, port = args.listen.rpartition(':')
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, int(port)))
+    sock.listen(8)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    print('memory server double on %s, %s' % (args.listen, args.max_memory),
+          flush=True)
+    while True:
+        conn, _ = sock.accept()
+        conn.close()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

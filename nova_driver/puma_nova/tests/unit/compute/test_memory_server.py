@@ -1,0 +1,142 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import json
+import os
+import socket
+import sys
+
+import fixtures
+import testtools
+
+from puma_nova.compute import memory_server
+from puma_nova.tests import memory_server_double
+
+
+def _free_port_range(n=4):
+    # Ports the kernel hands out are free now; tests use a small range
+    # above one of them.
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    return port, port + n - 1
+
+
+class MemoryServersTest(testtools.TestCase):
+    """Runs the memory server test double as a real child process."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.binary = os.path.join(self.dir, 'qemu-memory-server')
+        with open(self.binary, 'w') as f:
+            f.write('#!%s\nimport sys\nsys.path[:0] = %r\n'
+                    'from puma_nova.tests import memory_server_double\n'
+                    'sys.exit(memory_server_double.main())\n'
+                    % (sys.executable, sys.path))
+        os.chmod(self.binary, 0o755)
+        self.port_min, self.port_max = _free_port_range()
+        self.servers = self._servers()
+        self.addCleanup(self._stop_all)
+
+    def _servers(self, binary=None):
+        return memory_server.MemoryServers(
+            os.path.join(self.dir, 'state'), binary or self.binary,
+            '127.0.0.1', self.port_min, self.port_max)
+
+    def _stop_all(self):
+        for uuid in list(self.servers.list()):
+            self.servers.stop(uuid)
+
+    def test_start_is_idempotent_and_stop(self):
+        uri = self.servers.start('inst-1', 1024)
+        self.assertEqual('tcp:127.0.0.1:%d' % self.port_min, uri)
+        self.assertEqual(uri, self.servers.start('inst-1', 1024))
+        pid = self.servers.list()['inst-1']['pid']
+        with socket.create_connection(('127.0.0.1', self.port_min)):
+            pass
+        second = self.servers.start('inst-2', 512)
+        self.assertNotEqual(uri, second)
+        self.assertEqual(1536, self.servers.served_mb())
+        self.assertTrue(self.servers.stop('inst-1'))
+        self.assertFalse(memory_server._alive(pid))
+        self.assertFalse(self.servers.stop('inst-1'))
+        self.assertEqual(['inst-2'], list(self.servers.list()))
+
+    def test_size_conflict(self):
+        self.servers.start('inst-1', 1024)
+        self.assertRaises(memory_server.MemoryServerError,
+                          self.servers.start, 'inst-1', 2048)
+
+    def test_bad_size(self):
+        for size in (0, -1, '1024', None):
+            self.assertRaises(memory_server.MemoryServerError,
+                              self.servers.start, 'inst-1', size)
+
+    def test_state_survives_restart(self):
+        uri = self.servers.start('inst-1', 1024)
+        again = self._servers()
+        self.assertEqual(uri, again.start('inst-1', 1024))
+        self.assertTrue(again.stop('inst-1'))
+        self.assertEqual({}, self._servers().list())
+
+    def test_reused_pid_is_left_alone(self):
+        # A state file naming a pid (this test process) that runs
+        # something else: it is forgotten, and of course not signalled.
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.memory_server._cmdline',
+            lambda pid: ['sleep', '100']))
+        state = os.path.join(self.dir, 'state', memory_server.STATE_FILE)
+        os.makedirs(os.path.dirname(state), exist_ok=True)
+        with open(state, 'w') as f:
+            json.dump({'inst-1': {'pid': os.getpid(),
+                                  'port': self.port_min,
+                                  'size_mb': 64}}, f)
+        servers = self._servers()
+        self.assertEqual({}, servers.list())
+        self.assertFalse(servers.stop('inst-1'))
+
+    def test_unreadable_state_is_kept(self):
+        state = os.path.join(self.dir, 'state', memory_server.STATE_FILE)
+        os.makedirs(os.path.dirname(state), exist_ok=True)
+        with open(state, 'w') as f:
+            f.write('{not json')
+        self.assertEqual({}, self._servers().list())
+        with open(state + '.broken') as f:
+            self.assertEqual('{not json', f.read())
+
+    def test_daemon_fails(self):
+        failing = os.path.join(self.dir, 'failing')
+        with open(failing, 'w') as f:
+            f.write('#!/bin/sh\necho "cannot map memory" >&2\nexit 3\n')
+        os.chmod(failing, 0o755)
+        servers = self._servers(failing)
+        ex = self.assertRaises(memory_server.MemoryServerError,
+                               servers.start, 'inst-1', 64)
+        self.assertIn('cannot map memory', str(ex))
+        self.assertEqual({}, servers.list())
+
+    def test_missing_binary(self):
+        servers = self._servers(os.path.join(self.dir, 'nope'))
+        self.assertRaises(memory_server.MemoryServerError,
+                          servers.start, 'inst-1', 64)
+
+    def test_state_file_content(self):
+        self.servers.start('inst-1', 64)
+        with open(os.path.join(self.dir, 'state',
+                               memory_server.STATE_FILE)) as f:
+            state = json.load(f)
+        self.assertEqual({'pid', 'port', 'size_mb'}, set(state['inst-1']))
+
+    def test_double_parses_like_the_daemon(self):
+        self.assertEqual(1, memory_server_double.main(
+            ['--listen', '127.0.0.1:1', '--max-memory', '1M', '--fail']))

@@ -1,0 +1,619 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""PumaLibvirtDriver: Nova's libvirt driver with Puma's additions.
+
+Loaded with ``[DEFAULT] compute_driver = puma.PumaLibvirtDriver`` (see
+docs/nova.md). On top of the libvirt driver it
+
+* turns a live migration of an instance that does not fit in the
+  destination's free RAM into a split migration (flavor extra spec
+  ``puma:split=allowed``), planned with the Puma scheduler, with the
+  memory server started on the sub host and the split parameters added
+  to ``migrateToURI3`` on the source;
+* applies the lending ledger to this host's MEMORY_MB inventory;
+* turns on Shoot4U for flavors with ``puma:shoot4u=true``;
+* serves the ``puma-compute`` RPC endpoint and reports memory statistics.
+"""
+
+import os
+import threading
+
+from nova.compute import task_states
+import nova.conf
+from nova import context as nova_context
+from nova import exception
+from nova import rpc as nova_rpc
+from nova.virt.libvirt import driver as libvirt_driver
+from nova.virt.libvirt import guest as libvirt_guest
+from oslo_log import log as logging
+import oslo_messaging as messaging
+from oslo_utils import excutils
+
+from puma_nova.compute import lending
+from puma_nova.compute import manager
+from puma_nova.compute import memory_server
+from puma_nova.compute import rpcapi
+from puma_nova.compute import scheduler_client
+from puma_nova.compute import stats
+from puma_nova.conf import compute as puma_conf
+from puma_nova.virt import ledger
+from puma_nova.virt import lending_vif
+from puma_nova.virt import shoot4u
+from puma_nova.virt import split
+
+LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+puma_conf.register_opts(CONF)
+
+SPLIT_TRAIT = 'CUSTOM_PUMA_SPLIT'
+# Task states in which destroy() means the instance leaves this host.
+_LEAVING_STATES = (task_states.DELETING, task_states.SOFT_DELETING,
+                   task_states.SHELVING_OFFLOADING)
+
+
+class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
+
+    def __init__(self, virtapi, read_only=False):
+        super().__init__(virtapi, read_only)
+        self._puma_host = CONF.host
+        self._puma_scheduler = scheduler_client.SchedulerClient(
+            timeout=CONF.puma.rpc_timeout)
+        self._puma_compute_api = None
+        self._puma_ledger = ledger.LedgerCache(
+            self._puma_fetch_ledger, CONF.puma.ledger_cache_seconds)
+        # Split plans this host made as a destination, by instance uuid.
+        self._puma_plans = {}
+        self._puma_plans_lock = threading.Lock()
+        self._puma_memory_servers = None
+        self._puma_lending = None
+        self._puma_rpc_server = None
+        self._puma_stop = threading.Event()
+        self._puma_reporter = None
+        self._puma_shoot4u = False
+
+    # Life cycle -----------------------------------------------------
+
+    def init_host(self, host):
+        super().init_host(host)
+        self._puma_host = host
+        self._puma_memory_servers = memory_server.MemoryServers(
+            os.path.join(CONF.instances_path, 'puma'),
+            CONF.puma.memory_server_binary,
+            CONF.puma.memory_server_address or CONF.my_ip,
+            CONF.puma.memory_server_port_min,
+            CONF.puma.memory_server_port_max)
+        self._puma_lending = lending.LendingChannel(
+            CONF.puma.lending_bridge, CONF.puma.lending_table,
+            enabled=CONF.puma.lending_channel_enabled)
+        self._puma_shoot4u = (
+            CONF.puma.shoot4u_allowed and
+            CONF.libvirt.virt_type in ('qemu', 'kvm') and
+            shoot4u.probe(self._host.get_connection(),
+                          CONF.libvirt.virt_type))
+        target = messaging.Target(topic=rpcapi.TOPIC, server=host,
+                                  version=rpcapi.VERSION)
+        self._puma_rpc_server = nova_rpc.get_server(
+            target, [manager.PumaComputeEndpoint(self)])
+        self._puma_rpc_server.start()
+        self._puma_stop.clear()
+        if CONF.puma.report_interval:
+            self._puma_reporter = threading.Thread(
+                target=self._puma_report_loop, name='puma-report',
+                daemon=True)
+            self._puma_reporter.start()
+        LOG.info('Puma: serving %s on %s (Shoot4U %s, split %s)',
+                 rpcapi.TOPIC, host,
+                 'available' if self._puma_shoot4u else 'unavailable',
+                 'allowed' if CONF.puma.split_allowed else 'disabled')
+
+    def cleanup_host(self, host):
+        self._puma_stop.set()
+        if self._puma_rpc_server is not None:
+            self._puma_rpc_server.stop()
+            self._puma_rpc_server.wait()
+            self._puma_rpc_server = None
+        if self._puma_reporter is not None:
+            self._puma_reporter.join(CONF.puma.rpc_timeout)
+            self._puma_reporter = None
+        super().cleanup_host(host)
+
+    def _puma_report_loop(self):
+        ctxt = nova_context.get_admin_context()
+        while not self._puma_stop.wait(CONF.puma.report_interval):
+            try:
+                self._puma_scheduler.report_host(
+                    ctxt, self._puma_host, self.puma_memory_stats())
+            except Exception as e:
+                LOG.warning('Puma: memory report to the scheduler failed: '
+                            '%s', e)
+
+    @property
+    def _puma_compute(self):
+        if self._puma_compute_api is None:
+            self._puma_compute_api = rpcapi.ComputeAPI(
+                timeout=CONF.puma.rpc_timeout)
+        return self._puma_compute_api
+
+    # RPC endpoint helpers (puma_nova.compute.manager) ----------------
+
+    def puma_start_memory_server(self, instance_uuid, size_mb):
+        if not CONF.puma.split_allowed:
+            raise memory_server.MemoryServerError(
+                'host %s does not take part in split migrations'
+                % self._puma_host)
+        limit = CONF.puma.lendable_max_mb
+        served = self._puma_memory_servers.served_mb()
+        known = instance_uuid in self._puma_memory_servers.list()
+        if limit and not known and served + size_mb > limit:
+            raise memory_server.MemoryServerError(
+                'host %s lends %d MiB already, %d more exceed '
+                '[puma] lendable_max_mb=%d'
+                % (self._puma_host, served, size_mb, limit))
+        uri = self._puma_memory_servers.start(instance_uuid, size_mb)
+        self._puma_ledger.invalidate()
+        return uri
+
+    def puma_stop_memory_server(self, instance_uuid):
+        self._puma_memory_servers.stop(instance_uuid)
+        self._puma_ledger.invalidate()
+
+    def puma_apply_pairs(self, pairs):
+        self._puma_lending.apply(pairs)
+
+    def puma_split_plan(self, instance_uuid, migration_uuid=None):
+        with self._puma_plans_lock:
+            plan = self._puma_plans.get(instance_uuid)
+        if plan is None:
+            return None
+        if migration_uuid and plan.get('migration_uuid') != migration_uuid:
+            return None
+        return dict(plan)
+
+    def puma_drop_split_plan(self, instance_uuid):
+        with self._puma_plans_lock:
+            self._puma_plans.pop(instance_uuid, None)
+
+    def puma_memory_stats(self):
+        total = self._host.get_memory_mb_total()
+        free = total - self._host.get_memory_mb_used()
+        lendable = max(0, free - CONF.puma.free_ram_margin_mb)
+        if CONF.puma.lendable_max_mb:
+            lendable = min(lendable, max(
+                0, CONF.puma.lendable_max_mb -
+                self._puma_memory_servers.served_mb()))
+        vms = []
+        for guest in self._host.list_guests(only_running=True):
+            vms.append(stats.guest_stats(guest))
+        return {
+            'memory_mb': total,
+            'free_mb': free,
+            'lendable_mb': lendable,
+            'address': CONF.puma.memory_server_address or CONF.my_ip,
+            'shoot4u': bool(self._puma_shoot4u),
+            'split': bool(CONF.puma.split_allowed),
+            'vms': vms,
+        }
+
+    # Placement -------------------------------------------------------
+
+    def _puma_fetch_ledger(self, host):
+        return self._puma_scheduler.get_ledger(
+            nova_context.get_admin_context(), host,
+            timeout=min(5, CONF.puma.rpc_timeout))
+
+    def update_provider_tree(self, provider_tree, nodename,
+                             allocations=None):
+        super().update_provider_tree(provider_tree, nodename,
+                                     allocations=allocations)
+        entries = self._puma_ledger.get(self._puma_host)
+        borrowed, lent = ledger.totals(entries, self._puma_host)
+        inventory = provider_tree.data(nodename).inventory
+        applied = ledger.apply(inventory, borrowed, lent)
+        if applied != inventory:
+            LOG.debug('Puma ledger on %s: %d MiB borrowed, %d MiB lent',
+                      nodename, borrowed, lent)
+            provider_tree.update_inventory(nodename, applied)
+        traits = set(provider_tree.data(nodename).traits)
+        traits -= {shoot4u.TRAIT, SPLIT_TRAIT}
+        if self._puma_shoot4u:
+            traits.add(shoot4u.TRAIT)
+        if CONF.puma.split_allowed:
+            traits.add(SPLIT_TRAIT)
+        provider_tree.update_traits(nodename, traits)
+
+    # Shoot4U ---------------------------------------------------------
+
+    def _set_features(self, guest, os_type, image_meta, flavor):
+        super()._set_features(guest, os_type, image_meta, flavor)
+        if not shoot4u.requested(flavor):
+            return
+        if not self._puma_shoot4u:
+            raise shoot4u.Shoot4UUnsupported(
+                spec=shoot4u.EXTRA_SPEC, instance=guest.uuid,
+                host=self._puma_host, reason=self._puma_shoot4u_reason())
+        shoot4u.add_feature(guest)
+
+    def _puma_shoot4u_reason(self):
+        if not CONF.puma.shoot4u_allowed:
+            return '[puma] shoot4u_allowed is false'
+        if CONF.libvirt.virt_type not in ('qemu', 'kvm'):
+            return 'virt_type %s has no KVM features' % CONF.libvirt.virt_type
+        return "libvirt does not know <kvm><%s/>" % shoot4u.ELEMENT
+
+    # Lending channel -------------------------------------------------
+
+    def _get_guest_config(self, instance, *args, **kwargs):
+        guest = super()._get_guest_config(instance, *args, **kwargs)
+        if lending_vif.requested(instance.flavor):
+            if not CONF.puma.lending_channel_enabled:
+                raise lending_vif.LendingChannelUnavailable(
+                    spec=lending_vif.EXTRA_SPEC, instance=instance.uuid,
+                    host=self._puma_host,
+                    reason='[puma] lending_channel_enabled is false')
+            guest.add_device(lending_vif.config(instance.uuid,
+                                                CONF.puma.lending_bridge))
+        return guest
+
+    # Split migration: destination side -------------------------------
+
+    def check_can_live_migrate_destination(self, context, instance,
+                                           src_compute_info,
+                                           dst_compute_info,
+                                           block_migration=False,
+                                           disk_over_commit=False):
+        if shoot4u.requested(instance.flavor) and not self._puma_shoot4u:
+            raise exception.MigrationPreCheckError(
+                reason='instance %s uses Shoot4U (%s) but host %s cannot '
+                       'provide it: %s' % (instance.uuid,
+                                           shoot4u.EXTRA_SPEC,
+                                           self._puma_host,
+                                           self._puma_shoot4u_reason()))
+        return super().check_can_live_migrate_destination(
+            context, instance, src_compute_info, dst_compute_info,
+            block_migration, disk_over_commit)
+
+    def check_source_migrate_data_at_dest(self, ctxt, instance,
+                                          migrate_data, migration, limits,
+                                          allocs):
+        migrate_data = super().check_source_migrate_data_at_dest(
+            ctxt, instance, migrate_data, migration, limits, allocs)
+        self._puma_plan_if_needed(ctxt, instance, migration)
+        return migrate_data
+
+    def _puma_free_mb(self):
+        return (self._host.get_memory_mb_total() -
+                self._host.get_memory_mb_used() -
+                CONF.puma.free_ram_margin_mb)
+
+    def _puma_plan_if_needed(self, ctxt, instance, migration):
+        with self._puma_plans_lock:
+            self._puma_plans.pop(instance.uuid, None)
+        need = instance.flavor.memory_mb
+        free = self._puma_free_mb()
+        if need <= free:
+            return None
+        if not split.is_allowed(instance):
+            # Nova's own behaviour: placement already accepted it.
+            LOG.debug('Instance needs %d MiB, %d MiB free here; it does '
+                      'not allow splitting', need, free, instance=instance)
+            return None
+        LOG.info('Instance needs %d MiB, %d MiB free here: split migration',
+                 need, free, instance=instance)
+        split.check_splittable(instance)
+        if not CONF.puma.split_allowed:
+            raise exception.MigrationPreCheckError(
+                reason='instance %s does not fit in the free memory of %s '
+                       'and this host does not take part in split '
+                       'migrations' % (instance.uuid, self._puma_host))
+        if free <= 0:
+            raise exception.MigrationPreCheckError(
+                reason='host %s has no free memory for a split migration '
+                       'of %s' % (self._puma_host, instance.uuid))
+        try:
+            current = [e for e in self._puma_instance_entries(
+                ctxt, instance.uuid, instance.host)
+                if e.get('main_host') != self._puma_host and
+                e.get('state') in ledger.HOLDING_STATES]
+        except Exception as e:
+            raise exception.MigrationPreCheckError(
+                reason='Puma scheduler unreachable, cannot plan a split '
+                       'migration of %s: %s' % (instance.uuid, e))
+        if current:
+            raise exception.MigrationPreCheckError(
+                reason='instance %s is split already (main host %s, sub '
+                       'host %s); migrate it where it fits first'
+                       % (instance.uuid, current[0].get('main_host'),
+                          current[0].get('sub_host')))
+        plan = self._puma_request_plan(ctxt, instance, need, free)
+        try:
+            answer = self._puma_compute.start_memory_server(
+                ctxt, plan['sub_host'], instance.uuid, plan['remote_mb'])
+            plan['sub_uri'] = answer['uri']
+            split.migrate_params(plan)
+        except Exception as e:
+            self._puma_release(ctxt, instance.uuid, plan)
+            raise exception.MigrationPreCheckError(
+                reason='memory server for %s on sub host %s not started: '
+                       '%s' % (instance.uuid, plan['sub_host'], e))
+        plan['migration_uuid'] = migration.uuid if migration else None
+        with self._puma_plans_lock:
+            self._puma_plans[instance.uuid] = plan
+        self._puma_ledger.invalidate()
+        LOG.info('Split migration planned: %(main)d MiB resident here, '
+                 '%(remote)d MiB on %(sub)s (%(uri)s)',
+                 {'main': plan['main_limit_mb'], 'remote': plan['remote_mb'],
+                  'sub': plan['sub_host'], 'uri': plan['sub_uri']},
+                 instance=instance)
+        return plan
+
+    def _puma_request_plan(self, ctxt, instance, need, free):
+        try:
+            answer = self._puma_scheduler.plan_split(
+                ctxt, instance.uuid, need, self._puma_host,
+                instance.project_id)
+        except messaging.MessagingTimeout as e:
+            # The scheduler may have recorded the plan all the same.
+            self._puma_release(ctxt, instance.uuid, None)
+            raise exception.MigrationPreCheckError(
+                reason='Puma scheduler unreachable, cannot plan a split '
+                       'migration of %s: %s' % (instance.uuid, e))
+        except Exception as e:
+            # The scheduler's PlanError, as a RemoteError or re-raised.
+            raise exception.MigrationPreCheckError(
+                reason='no sub host for a split migration of %s to %s: %s'
+                       % (instance.uuid, self._puma_host,
+                          getattr(e, 'value', None) or e))
+        if not isinstance(answer, dict):
+            answer = {}
+        plan = {
+            'instance_uuid': instance.uuid,
+            'main_host': self._puma_host,
+            'sub_host': answer.get('sub_host'),
+            'main_limit_mb': answer.get('main_limit_mb'),
+            'remote_mb': answer.get('remote_mb'),
+            'memory_mb': need,
+        }
+        problem = None
+        if (not isinstance(plan['sub_host'], str) or not plan['sub_host'] or
+                plan['sub_host'] == self._puma_host):
+            problem = 'bad sub host %r' % (plan['sub_host'],)
+        elif not all(isinstance(plan[k], int) and plan[k] > 0
+                     for k in ('main_limit_mb', 'remote_mb')):
+            problem = 'bad sizes %r' % (answer,)
+        elif plan['main_limit_mb'] + plan['remote_mb'] < need:
+            problem = ('%d + %d MiB do not hold the %d MiB of the instance'
+                       % (plan['main_limit_mb'], plan['remote_mb'], need))
+        elif plan['main_limit_mb'] > free:
+            problem = ('resident limit %d MiB exceeds the %d MiB free here'
+                       % (plan['main_limit_mb'], free))
+        if problem:
+            self._puma_release(ctxt, instance.uuid, None)
+            raise exception.MigrationPreCheckError(
+                reason='unusable split plan for %s: %s'
+                       % (instance.uuid, problem))
+        return plan
+
+    def pre_live_migration(self, context, instance, block_device_info,
+                           network_info, disk_info, migrate_data):
+        try:
+            migrate_data = super().pre_live_migration(
+                context, instance, block_device_info, network_info,
+                disk_info, migrate_data)
+            self._puma_pre_live_migration(context, instance)
+        except Exception:
+            # Nova rolls a failed pre_live_migration back without
+            # rollback_live_migration_at_source, and without our
+            # rollback_live_migration_at_destination when the instance
+            # path is shared: release here.
+            with excutils.save_and_reraise_exception():
+                if split.is_allowed(instance):
+                    self._puma_release_main(context, instance.uuid,
+                                            self._puma_host, state='failed')
+        return migrate_data
+
+    def _puma_pre_live_migration(self, context, instance):
+        plan = self.puma_split_plan(instance.uuid)
+        if plan is None and split.is_allowed(instance):
+            self._puma_check_no_lost_plan(context, instance.uuid,
+                                          self._puma_host)
+        if plan:
+            # The sub host may have restarted since the check; starting is
+            # idempotent and returns the URI of the running server.
+            answer = self._puma_compute.start_memory_server(
+                context, plan['sub_host'], instance.uuid, plan['remote_mb'])
+            if answer['uri'] != plan['sub_uri']:
+                with self._puma_plans_lock:
+                    plan = self._puma_plans[instance.uuid]
+                    plan['sub_uri'] = answer['uri']
+
+    def post_live_migration_at_destination(self, context, instance,
+                                           network_info,
+                                           block_migration=False,
+                                           block_device_info=None):
+        super().post_live_migration_at_destination(
+            context, instance, network_info, block_migration,
+            block_device_info)
+        with self._puma_plans_lock:
+            plan = self._puma_plans.pop(instance.uuid, None)
+        if plan:
+            self._puma_set_state(context, instance.uuid, 'done')
+            self._puma_ledger.invalidate()
+
+    def rollback_live_migration_at_destination(self, context, instance,
+                                               network_info,
+                                               block_device_info,
+                                               destroy_disks=True,
+                                               migrate_data=None):
+        try:
+            super().rollback_live_migration_at_destination(
+                context, instance, network_info, block_device_info,
+                destroy_disks=destroy_disks, migrate_data=migrate_data)
+        finally:
+            plan = self.puma_split_plan(instance.uuid)
+            if plan:
+                self._puma_set_state(context, instance.uuid, 'failed')
+                self._puma_release(context, instance.uuid, plan)
+
+    def _puma_check_no_lost_plan(self, ctxt, instance_uuid, main_host):
+        """Fail if the ledger has a planned split the main host lost.
+
+        A nova-compute restart on the destination loses its plans; the
+        instance must then not be migrated whole to a host it does not
+        fit on. The failure rolls the migration back and releases.
+        """
+        entries = [e for e in self._puma_instance_entries(
+            ctxt, instance_uuid, main_host)
+            if e.get('main_host') == main_host and
+            e.get('state') == 'planned']
+        if entries:
+            raise exception.MigrationError(
+                reason='the split plan of %s on %s was lost (nova-compute '
+                       'restarted?); not migrating it whole'
+                       % (instance_uuid, main_host))
+
+    # Split migration: source side ------------------------------------
+
+    def _live_migration_operation(self, context, instance, dest,
+                                  block_migration, migrate_data, guest,
+                                  device_names):
+        plan = None
+        if split.is_allowed(instance):
+            migration = getattr(migrate_data, 'migration', None)
+            migration_uuid = migration.uuid if migration else None
+            plan = self._puma_compute.get_split_plan(
+                context, dest, instance.uuid, migration_uuid)
+            if plan is None:
+                self._puma_check_no_lost_plan(context, instance.uuid, dest)
+        if plan:
+            params = split.migrate_params(plan)
+            LOG.info('Split migration to %(dest)s: %(limit)d MiB resident, '
+                     'the rest from %(uri)s',
+                     {'dest': dest, 'limit': plan['main_limit_mb'],
+                      'uri': plan['sub_uri']}, instance=instance)
+            self._puma_set_state(context, instance.uuid, 'running')
+            guest = libvirt_guest.Guest(
+                split.SplitDomain(guest._domain, params))
+        return super()._live_migration_operation(
+            context, instance, dest, block_migration, migrate_data, guest,
+            device_names)
+
+    def rollback_live_migration_at_source(self, context, instance,
+                                          migrate_data):
+        super().rollback_live_migration_at_source(context, instance,
+                                                  migrate_data)
+        # The destination releases its plan in its own rollback, which
+        # Nova skips with a shared instance path: release from here too
+        # (idempotent).
+        migration = getattr(migrate_data, 'migration', None) \
+            if migrate_data and 'migration' in migrate_data else None
+        if migration is not None and split.is_allowed(instance):
+            dest = migration.dest_compute
+            self._puma_release_main(context, instance.uuid, dest,
+                                    state='failed')
+            try:
+                self._puma_compute.drop_split_plan(context, dest,
+                                                   instance.uuid)
+            except Exception as e:
+                LOG.warning('Puma: %s may keep a stale split plan of %s: '
+                            '%s', dest, instance.uuid, e)
+
+    def post_live_migration_at_source(self, context, instance, network_info):
+        super().post_live_migration_at_source(context, instance,
+                                              network_info)
+        # The instance left: a split whose main host was here is over.
+        if split.is_allowed(instance):
+            self._puma_release_main(context, instance.uuid, self._puma_host)
+
+    # Leaving this host otherwise ------------------------------------
+
+    def destroy(self, context, instance, network_info, block_device_info=None,
+                destroy_disks=True, destroy_secrets=True):
+        super().destroy(context, instance, network_info,
+                        block_device_info=block_device_info,
+                        destroy_disks=destroy_disks,
+                        destroy_secrets=destroy_secrets)
+        if (instance.task_state in _LEAVING_STATES and
+                split.is_allowed(instance)):
+            self._puma_release_main(context, instance.uuid, self._puma_host)
+
+    def migrate_disk_and_power_off(self, context, instance, dest, flavor,
+                                   network_info, block_device_info=None,
+                                   timeout=0, retry_interval=0):
+        disk_info = super().migrate_disk_and_power_off(
+            context, instance, dest, flavor, network_info,
+            block_device_info=block_device_info, timeout=timeout,
+            retry_interval=retry_interval)
+        # A cold migration restarts the instance whole on the new host.
+        if split.is_allowed(instance):
+            self._puma_release_main(context, instance.uuid, self._puma_host)
+        return disk_info
+
+    # Releasing ---------------------------------------------------------
+
+    def _puma_instance_entries(self, ctxt, instance_uuid, host):
+        """Ledger entries of an instance seen from a host (fresh read)."""
+        return [e for e in self._puma_scheduler.get_ledger(ctxt, host)
+                if e.get('instance_uuid') == instance_uuid]
+
+    def _puma_set_state(self, ctxt, instance_uuid, state):
+        try:
+            self._puma_scheduler.split_state(ctxt, instance_uuid, state)
+        except Exception as e:
+            LOG.warning('Puma: could not set split state of %s to %s: %s',
+                        instance_uuid, state, e)
+
+    def _puma_release_main(self, ctxt, instance_uuid, main_host,
+                           state=None):
+        """Release a split of the instance whose main host is main_host.
+
+        :param state: split state to record first (e.g. 'failed')
+        """
+        try:
+            entries = [e for e in self._puma_instance_entries(
+                ctxt, instance_uuid, main_host)
+                if e.get('main_host') == main_host]
+        except Exception as e:
+            LOG.error('Puma: cannot read the ledger to release the split of '
+                      '%s: %s', instance_uuid, e)
+            return
+        plan = self.puma_split_plan(instance_uuid)
+        if not entries and not plan:
+            return
+        if state:
+            self._puma_set_state(ctxt, instance_uuid, state)
+        self._puma_release(ctxt, instance_uuid,
+                           plan or {'sub_host': entries[0].get('sub_host')})
+
+    def _puma_release(self, ctxt, instance_uuid, plan):
+        """Stop the memory server, release the ledger entry, drop the plan.
+
+        Every step is idempotent and runs even when another one failed.
+        """
+        sub_host = (plan or {}).get('sub_host')
+        if sub_host:
+            try:
+                self._puma_compute.stop_memory_server(ctxt, sub_host,
+                                                      instance_uuid)
+            except Exception as e:
+                LOG.error('Puma: could not stop the memory server of %s on '
+                          '%s: %s', instance_uuid, sub_host, e)
+        try:
+            self._puma_scheduler.release_split(ctxt, instance_uuid)
+        except Exception as e:
+            LOG.error('Puma: could not release the split of %s: %s',
+                      instance_uuid, e)
+        with self._puma_plans_lock:
+            self._puma_plans.pop(instance_uuid, None)
+        self._puma_ledger.invalidate()
+        LOG.info('Puma: released the split of %s (sub host %s)',
+                 instance_uuid, sub_host)

@@ -1,0 +1,102 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The lending ledger applied to this host's placement inventory.
+
+Every instance keeps a normal allocation of its whole flavor on its main
+host. The ledger, kept by the Puma scheduler, says how much memory each
+split instance borrows from its sub host; here it becomes inventory:
+the main host's MEMORY_MB total and max_unit grow by what it borrows,
+the sub host's MEMORY_MB reserved grows by what it lends.
+"""
+
+import threading
+import time
+
+import os_resource_classes as orc
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+# Ledger entries in these states hold memory; 'failed' ones wait for
+# release_split and hold nothing.
+HOLDING_STATES = ('planned', 'running', 'done')
+
+
+def totals(entries, host):
+    """(borrowed_mb, lent_mb) of a host from ledger entries."""
+    borrowed = lent = 0
+    for entry in entries:
+        if entry.get('state') not in HOLDING_STATES:
+            continue
+        mb = int(entry.get('mb') or 0)
+        if mb <= 0:
+            continue
+        if entry.get('main_host') == host:
+            borrowed += mb
+        if entry.get('sub_host') == host:
+            lent += mb
+    return borrowed, lent
+
+
+def apply(inventory, borrowed_mb, lent_mb):
+    """Return a copy of a provider inventory with the ledger applied."""
+    inventory = {rc: dict(inv) for rc, inv in inventory.items()}
+    mem = inventory.get(orc.MEMORY_MB)
+    if mem is None or not (borrowed_mb or lent_mb):
+        return inventory
+    mem['total'] += borrowed_mb
+    mem['max_unit'] += borrowed_mb
+    # Placement refuses reserved > total; lending more than the host has
+    # is a ledger bug, logged by the caller, and must not break the RT.
+    mem['reserved'] = min(mem.get('reserved', 0) + lent_mb, mem['total'])
+    return inventory
+
+
+class LedgerCache(object):
+    """The last ledger read for this host, refreshed now and then.
+
+    ``fetch(host)`` asks the Puma scheduler. When it fails the last
+    entries read stay in use, so the resource tracker never breaks nor
+    flips the inventory back and forth because the scheduler is away.
+    """
+
+    def __init__(self, fetch, max_age, clock=time.monotonic):
+        self._fetch = fetch
+        self._max_age = max_age
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries = None
+        self._read_at = None
+
+    def invalidate(self):
+        with self._lock:
+            self._read_at = None
+
+    def get(self, host):
+        with self._lock:
+            now = self._clock()
+            if (self._read_at is not None and
+                    now - self._read_at < self._max_age):
+                return list(self._entries or [])
+            try:
+                entries = self._fetch(host)
+            except Exception as e:
+                # Retry after max_age, not at every periodic task.
+                self._read_at = now
+                LOG.warning('Could not read the Puma lending ledger of %s, '
+                            'keeping the last one read (%d entries): %s',
+                            host, len(self._entries or []), e)
+                return list(self._entries or [])
+            self._entries = list(entries or [])
+            self._read_at = now
+            return list(self._entries)
