@@ -23,8 +23,24 @@ import sys
 from oslo_service import backend
 
 
+class _NoEventlet:
+    """Meta path finder refusing eventlet, as Nova's own poison does.
+
+    A finder rather than ``sys.modules['eventlet'] = None``: Nova checks
+    that 'eventlet' is absent from sys.modules before it takes its own
+    native-threading decision.
+    """
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname == 'eventlet' or fullname.startswith('eventlet.'):
+            raise ImportError('Puma runs with native threads: eventlet '
+                              'must not be imported')
+        return None
+
+
 def use_native_threads():
-    if 'eventlet' not in sys.modules:
-        sys.modules['eventlet'] = None
+    if 'eventlet' not in sys.modules and not any(
+            isinstance(f, _NoEventlet) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoEventlet())
     if backend.get_backend_type() is None:
         backend.init_backend(backend.BackendType.THREADING)

@@ -17,10 +17,27 @@ actual, rss, unused, available, major faults) when the guest has a
 balloon device.
 """
 
+import threading
+
 from oslo_log import log as logging
 from oslo_utils import units
 
 LOG = logging.getLogger(__name__)
+
+# libvirt's major_fault counter is cumulative; the scheduler wants the
+# faults since the previous report.  Last value seen, per instance uuid.
+_last_faults = {}
+_last_faults_lock = threading.Lock()
+
+
+def _faults_since_last_report(uuid, total):
+    with _last_faults_lock:
+        prev = _last_faults.get(uuid)
+        _last_faults[uuid] = total
+    if prev is None or total < prev:
+        # First report, or the guest restarted and its counter with it.
+        return 0
+    return total - prev
 
 
 def _mb(kib):
@@ -59,7 +76,8 @@ def guest_stats(guest, instance=None):
         'free_mb': _mb(mem.get('unused', 0)),
         # Not measured without the guest module's counters.
         'cache_miss_rate': 0.0,
-        'refaults': int(mem.get('major_fault', 0)),
+        'refaults': _faults_since_last_report(
+            guest.uuid, int(mem.get('major_fault', 0))),
         # The guest module's counters come from the guest agent once the
         # module exports them; none are read yet.
         'puma': None,

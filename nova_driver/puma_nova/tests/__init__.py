@@ -9,4 +9,19 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Tests of the Puma Nova integration."""
+"""Tests of the Puma Nova integration.
+
+Nova picks its threading mode once, on first use, and refuses to run in
+native-threading mode if anything imported (or blocked) eventlet before.
+Test discovery imports the scheduler's tests, which block eventlet
+themselves (puma_nova.threads), and Nova's test fixtures in one process,
+so Nova's decision is taken here, before any test module is imported.
+"""
+
+try:
+    from nova import monkey_patch
+except ImportError:  # the Horizon env has no Nova
+    monkey_patch = None
+
+if monkey_patch is not None:
+    monkey_patch.patch()
