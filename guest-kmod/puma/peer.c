@@ -55,7 +55,7 @@ module_param(put_buffers, uint, 0444);
 MODULE_PARM_DESC(put_buffers,
 		 "Pages of preallocated buffers for puts in flight (1024)");
 
-#define PUMA_TXQ_MAX		4096
+#define PUMA_TXQ_EXTRA		1024	/* queued besides puts */
 #define PUMA_MSG_TIMEOUT	(10 * HZ)	/* a started message */
 #define PUMA_RECONNECT		HZ
 
@@ -215,7 +215,7 @@ static int puma_peer_enqueue(struct puma_peer *p, struct puma_txbuf *b)
 	spin_lock_irqsave(&p->lock, flags);
 	if (p->state != PUMA_PEER_READY) {
 		ret = -ENOTCONN;
-	} else if (p->txq_len >= PUMA_TXQ_MAX) {
+	} else if (p->txq_len >= put_buffers + PUMA_TXQ_EXTRA) {
 		ret = -ENOSPC;
 	} else {
 		list_add_tail(&b->node, &p->txq);
