@@ -217,8 +217,8 @@ static u32 puma_file_erase(struct puma_file *f, pgoff_t start, pgoff_t end)
  * Return: 0, -EBUSY (truncate in progress or sequential page: no put),
  * -ENOMEM.
  */
-static int puma_index_note_put(struct inode *inode, pgoff_t index, int peer,
-			struct puma_fkey *fk, bool *already)
+static int puma_index_note_put(struct inode *inode, pgoff_t index,
+			       int peer, struct puma_fkey *fk, bool *already)
 {
 	struct puma_file *f;
 	void *old;

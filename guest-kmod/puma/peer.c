@@ -1276,8 +1276,8 @@ int puma_peer_init(void)
 	if (!puma_pool)
 		goto out_free;
 	for (i = 0; i < put_buffers; i++) {
-		puma_pool[i] = kmalloc(sizeof(struct puma_txbuf) +
-				       PUMA_PUT_ITEM, GFP_KERNEL);
+		puma_pool[i] = kmalloc(sizeof(*puma_pool[i]) + PUMA_PUT_ITEM,
+				       GFP_KERNEL);
 		if (!puma_pool[i])
 			goto out_free;
 		puma_pool[i]->pooled = true;

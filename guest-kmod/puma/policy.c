@@ -13,9 +13,12 @@
  * signals: file refaults that were activated (workingset_activate_file:
  * the lender's own cache is too small for its working set; with MGLRU,
  * the 6.12 default, this counts refaults into recent generations) and
- * direct reclaim scans (pgscan_direct: allocations wait for memory).
- * A period with more than puma_cfg.act_threshold activations or any direct
- * scan makes the lender busy: it sends SUSPEND to its borrowers and frees
+ * direct reclaim scans (pgscan_direct: allocations wait for memory), and
+ * the growth of the lender's own memory use (total - free - hosted pages)
+ * by more than 1/PUMA_GROW_SHIFT of RAM in one period: a workload that
+ * is taking memory fast, before reclaim even starts.  A period with more
+ * than puma_cfg.act_threshold activations, any direct scan, or that
+ * growth makes the lender busy: it sends SUSPEND to its borrowers and frees
  * every hosted page.  It lends again (RESUME) only after puma_cfg.quiet_ms
  * of consecutive quiet periods: that is the hysteresis.
  *
@@ -36,6 +39,7 @@
 
 #define PUMA_RTT_PROBE		32
 #define PUMA_ACT_PERIOD		(HZ / 2)
+#define PUMA_GROW_SHIFT		6	/* 1/64 of RAM per period */
 
 static atomic64_t puma_rtt_ewma = ATOMIC64_INIT(0);
 static atomic_t puma_rtt_skip = ATOMIC_INIT(0);
@@ -70,7 +74,7 @@ u64 puma_rtt_ewma_ns(void)
 
 static bool puma_busy;
 static unsigned long puma_quiet_since;
-static unsigned long puma_last_act, puma_last_scan;
+static unsigned long puma_last_act, puma_last_scan, puma_last_own;
 static unsigned long *puma_events;
 static void puma_act_fn(struct work_struct *work);
 static DECLARE_DELAYED_WORK(puma_act_work, puma_act_fn);
@@ -80,32 +84,39 @@ bool puma_lender_suspended(void)
 	return READ_ONCE(puma_busy);
 }
 
-static void puma_act_read(unsigned long *act, unsigned long *scan)
+static void puma_act_read(unsigned long *act, unsigned long *scan,
+			  unsigned long *own)
 {
 	*act = global_node_page_state(WORKINGSET_ACTIVATE_FILE);
 	all_vm_events(puma_events);
 	*scan = puma_events[PGSCAN_DIRECT];
+	*own = totalram_pages() - global_zone_page_state(NR_FREE_PAGES) -
+	       puma_store_hosted();
 }
 
 static void puma_act_fn(struct work_struct *work)
 {
-	unsigned long act, scan, dact, dscan;
+	unsigned long act, scan, own, dact, dscan;
+	long grow;
 
-	puma_act_read(&act, &scan);
+	puma_act_read(&act, &scan, &own);
 	dact = act - puma_last_act;
 	dscan = scan - puma_last_scan;
+	grow = (long)(own - puma_last_own);
 	puma_last_act = act;
 	puma_last_scan = scan;
+	puma_last_own = own;
 
 	if (!READ_ONCE(puma_cfg.lender))
 		goto out;
-	if (dact > READ_ONCE(puma_cfg.act_threshold) || dscan) {
+	if (dact > READ_ONCE(puma_cfg.act_threshold) || dscan ||
+	    grow > (long)(totalram_pages() >> PUMA_GROW_SHIFT)) {
 		puma_quiet_since = jiffies;
 		if (!puma_busy) {
 			WRITE_ONCE(puma_busy, true);
 			puma_count(PUMA_STAT_LEND_SUSPENDS);
-			pr_info("lender busy (activations %lu, direct scans %lu): suspending\n",
-				dact, dscan);
+			pr_info("lender busy (activations %lu, direct scans %lu, growth %ld pages): suspending\n",
+				dact, dscan, grow);
 			puma_peer_broadcast(PUMA_MSG_SUSPEND);
 			puma_store_drop_all();
 		}
@@ -126,7 +137,7 @@ int puma_policy_init(void)
 			      GFP_KERNEL);
 	if (!puma_events)
 		return -ENOMEM;
-	puma_act_read(&puma_last_act, &puma_last_scan);
+	puma_act_read(&puma_last_act, &puma_last_scan, &puma_last_own);
 	schedule_delayed_work(&puma_act_work, PUMA_ACT_PERIOD);
 	return 0;
 }

@@ -65,8 +65,9 @@ def test_policies_and_unload_under_traffic(lab, kernel, tmp_path):
     test_puma.settle_puts(lender, borrower)
     assert test_puma.stats(lender)['hosted_pages'] > 0
     lender.run('/mnt/host/pumactl set quiet_ms 2000')
-    lender.run('stress-ng --vm 2 --vm-bytes 95%% --vm-keep --timeout 20s '
-               '>/dev/null 2>&1 &')
+    lender.run('setsid stress-ng --vm 2 --vm-bytes 90%% --vm-keep '
+               '--timeout 20s >/dev/null 2>&1 < /dev/null &')
+    test_puma.wait_for(lender, 'pgrep stress-ng', 'stress-ng runs')
     test_puma.wait_for(lender, '/mnt/host/pumactl stats lender_busy | '
                        'grep -qx 1', 'lender detects its own activity')
     test_puma.wait_for(lender, '/mnt/host/pumactl stats hosted_pages | '
