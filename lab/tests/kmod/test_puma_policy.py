@@ -58,6 +58,20 @@ def test_policies_and_unload_under_traffic(lab, kernel, tmp_path):
     assert hits >= pages * 0.8, b2
     assert l1['hosted_pages'] - l2['hosted_pages'] == hits, (l1, l2)
 
+    # RTT guard: with a bound no get can meet, gets are skipped (but for
+    # the 1-in-32 probes) and the disk serves the reads.
+    borrower.run('/mnt/host/pumactl set mode noninclusive && '
+                 '/mnt/host/pumactl set rtt_guard_us 1')
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    test_puma.settle_puts(lender, borrower)
+    b3 = test_puma.stats(borrower)
+    assert read_sum(borrower) == want
+    b4 = test_puma.stats(borrower)
+    skipped = b4['gets_skipped_rtt'] - b3['gets_skipped_rtt']
+    assert skipped >= pages // 2, b4
+    assert b4['hits'] - b3['hits'] < pages // 8, b4
+    borrower.run('/mnt/host/pumactl set rtt_guard_us 0')
+
     # Activity detector: a memory-hungry lender stops lending and frees
     # what it hosts; the borrower is told (SUSPEND).
     borrower.run('/mnt/host/pumactl set mode noninclusive')
