@@ -137,6 +137,19 @@ def run(host, port, secret, case):
             assert r[72:] == page, 'lender returned other data'
             p.s.close()
             return 'ok'
+        elif case == 'capacity':
+            # The lender was set to host 2 pages per borrower.
+            pages = [os.urandom(4096) for _ in range(3)]
+            p.send(PUT, batch(3) + b''.join(key(20 + i) + pages[i]
+                                            for i in range(3)))
+            p.send(GET, batch(3) + key(20) + key(21) + key(22), req=7)
+            t, req, r = p.recv()
+            count, hits = struct.unpack('<II', r[:8])
+            assert (t, req, count, hits) == (GET_REPLY, 7, 3, 0b011), \
+                (t, req, count, hits)
+            assert r[8 + 96:] == pages[0] + pages[1]
+            p.s.close()
+            return 'ok'
         else:
             raise SystemExit('unknown case ' + case)
     assert p.closed_by_peer(), 'lender kept the connection open'

@@ -69,5 +69,12 @@ def test_hostile_peer_is_disconnected(lab, kernel):
     hostile('valid')
     st = test_puma.stats(lender)
     assert st['lend_puts'] >= 1 and st['lend_hits'] >= 1, st
+    # A borrower's pages die with its connection.
+    test_puma.wait_for(lender, '/mnt/host/pumactl stats hosted_pages | '
+                       'grep -qx 0', 'pages freed with the connection')
+    # Capacity per borrower.
+    lender.run('/mnt/host/pumactl set capacity_pages 2')
+    hostile('capacity')
+    assert test_puma.stats(lender)['lend_drop_capacity'] == 1
     lender.run('rmmod puma')
     test_puma.check_dmesg(lender)
