@@ -183,3 +183,50 @@ def test_borrower_hits_lender_no_disk_reads(lab, kernel, tmp_path):
     lender.run('rmmod puma')
     check_dmesg(borrower)
     check_dmesg(lender)
+
+
+@pytest.mark.parametrize('kernel', paths.KERNELS)
+def test_xfs_hits_and_changes(lab, kernel, tmp_path):
+    """XFS through the same generic paths; its large folios stay local."""
+    disk = vm.Disk(lab.path('xfs.img'))
+    with open(disk.path, 'wb') as f:
+        f.truncate(320 << 20)
+    share = share_with_module(lab, kernel)
+    lender, borrower = start_pair(lab, kernel, share, disks=[disk],
+                                  put_buffers=FILE_MB * 512)
+    borrower.run('mkfs.xfs -q /dev/vdb && mkdir -p /mnt/data && '
+                 'mount /dev/vdb /mnt/data', timeout=120)
+    borrower.run('dd if=/dev/urandom of=/mnt/data/f bs=1M count=%d '
+                 'status=none && sync' % FILE_MB, timeout=300)
+    want = borrower.run('sha256sum /mnt/data/f', timeout=300).out.split()[0]
+    borrower.run('/mnt/host/pumactl set seq_filter 0')
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    # 4 KiB random reads: readahead stays at single pages (order 0).
+    fio = ('fio --name=r --filename=/mnt/data/f --rw=randread --bs=4k '
+           '--size=%dM --norandommap --randseed=%%d --io_size=%dM '
+           '--output-format=terse >/dev/null' % (FILE_MB, FILE_MB))
+    borrower.run(fio % 1, timeout=600)
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    b, _ = settle_puts(lender, borrower)
+    assert b['puts'] > 0, b
+    rd0, _ = disk_reads(borrower)
+    borrower.run(fio % 1, timeout=600)
+    rd1, _ = disk_reads(borrower)
+    b2 = stats(borrower)
+    hits = b2['hits'] - b['hits']
+    assert hits > 0, b2
+    # hits also counts pages of the root file system (fio's libraries),
+    # which only makes this bound stricter.
+    assert rd1 - rd0 <= max(0, (FILE_MB << 20) - hits * 4096) + (1 << 20), \
+        (rd1 - rd0, hits)
+    assert borrower.run('sha256sum /mnt/data/f',
+                        timeout=300).out.split()[0] == want
+    # A change after the hits reads back right.
+    borrower.run('dd if=/dev/zero of=/mnt/data/f bs=4k count=16 seek=3 '
+                 'conv=notrunc oflag=direct status=none')
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    got = borrower.run('dd if=/mnt/data/f bs=4k skip=3 count=16 '
+                       'status=none | tr -d "\\0" | wc -c').out.strip()
+    assert got == '0'
+    borrower.run('umount /mnt/data && rmmod puma')
+    check_dmesg(borrower)
