@@ -844,6 +844,12 @@ static void puma_sock_setup(struct socket *sock)
 	sk->sk_rcvtimeo = HZ / 2;
 	sk->sk_sndtimeo = 10 * HZ;
 	tcp_sock_set_nodelay(sk);
+	/* A cut link ends the connection (and its remote pages) in ~10 s. */
+	tcp_sock_set_user_timeout(sk, 10000);
+	sock_set_keepalive(sk);
+	tcp_sock_set_keepidle(sk, 5);
+	tcp_sock_set_keepintvl(sk, 2);
+	tcp_sock_set_keepcnt(sk, 3);
 }
 
 /* The connection is over: nothing of it survives. */

@@ -96,6 +96,22 @@ def test_policies_and_unload_under_traffic(lab, kernel, tmp_path):
                        '! grep -q suspended /sys/kernel/puma/peers',
                        'borrower resumes puts')
 
+    # Link cut: gets time out, the RTT guard stops asking, reads stay
+    # right, the connection ends with its remote pages; it comes back.
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    test_puma.settle_puts(lender, borrower)
+    borrower.run('/mnt/host/pumactl set get_timeout_us 200000 && '
+                 '/mnt/host/pumactl set rtt_guard_us 50000')
+    lender.run('ip link set eth0 down')
+    assert read_sum(borrower) == want
+    test_puma.wait_for(borrower, '! grep -q " ready" /sys/kernel/puma/peers',
+                       'a cut link ends the connection')
+    assert test_puma.stats(borrower)['remote_pages'] == 0
+    lender.run('ip link set eth0 up')
+    test_puma.wait_for(borrower, 'grep -q " ready" /sys/kernel/puma/peers',
+                       'the borrower reconnects')
+    assert read_sum(borrower) == want
+
     # Unload with traffic flowing: reads, evictions and gets in flight.
     borrower.run('(while :; do cat /mnt/data/f >/dev/null; '
                  'echo 1 > /proc/sys/vm/drop_caches; done) '
