@@ -3,12 +3,17 @@
  * Puma guest module: entry point.
  *
  * Puma turns the free memory of idle guests into a remote page cache for
- * active guests (see docs/architecture.md).  This file only holds the module
- * life cycle and the sysfs root, /sys/kernel/puma, under which the
- * mechanism files (hooks, store, transport) register their attributes.
+ * active guests (see docs/puma.md).  This file only holds the module life
+ * cycle and the sysfs root, /sys/kernel/puma, under which control.c
+ * registers the knobs and counters.
  *
- * Implementation: puma_kobj is created at load and removed at unload; it is
- * the only global state in this file.
+ * Load order: the borrower index and lender store, the policies, the
+ * transport, then the invalidation and put hooks, then the get redirect,
+ * then the control files; unload goes the other way, so that no get is
+ * served after the hooks that keep the index right are gone, and no
+ * connection outlives the module.  The module starts with every role off.
+ *
+ * Implementation: puma_kobj is created at load and removed at unload.
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -19,9 +24,9 @@
 #include <linux/module.h>
 #include <linux/sysfs.h>
 
-#define PUMA_VERSION "0.1"
+#include "puma.h"
 
-static struct kobject *puma_kobj;
+struct kobject *puma_kobj;
 
 /* The kernel release this module was built for, to check a guest's load. */
 static ssize_t build_release_show(struct kobject *kobj,
@@ -61,10 +66,45 @@ static int __init puma_init(void)
 	ret = sysfs_create_group(puma_kobj, &puma_attr_group);
 	if (ret)
 		goto out_put_kobj;
+	ret = puma_index_init();
+	if (ret)
+		goto out_remove_group;
+	ret = puma_store_init();
+	if (ret)
+		goto out_index;
+	ret = puma_policy_init();
+	if (ret)
+		goto out_store;
+	ret = puma_peer_init();
+	if (ret)
+		goto out_policy;
+	ret = puma_hooks_init();
+	if (ret)
+		goto out_peer;
+	ret = puma_get_init();
+	if (ret)
+		goto out_hooks;
+	ret = puma_control_init();
+	if (ret)
+		goto out_get;
 
 	pr_info("version %s loaded\n", PUMA_VERSION);
 	return 0;
 
+out_get:
+	puma_get_exit();
+out_hooks:
+	puma_hooks_exit();
+out_peer:
+	puma_peer_exit();
+out_policy:
+	puma_policy_exit();
+out_store:
+	puma_store_exit();
+out_index:
+	puma_index_exit();
+out_remove_group:
+	sysfs_remove_group(puma_kobj, &puma_attr_group);
 out_put_kobj:
 	kobject_put(puma_kobj);
 	return ret;
@@ -72,8 +112,16 @@ out_put_kobj:
 
 static void __exit puma_exit(void)
 {
+	puma_control_exit();
+	puma_get_exit();
+	puma_hooks_exit();
+	puma_peer_exit();
+	puma_policy_exit();
+	puma_store_exit();
+	puma_index_exit();
 	sysfs_remove_group(puma_kobj, &puma_attr_group);
 	kobject_put(puma_kobj);
+	pr_info("unloaded\n");
 }
 
 module_init(puma_init);

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Control: knobs and counters under /sys/kernel/puma (see docs/puma.md;
+ * pumactl is a thin shell wrapper around these files).
+ *
+ *   role            off | borrower | lender | both
+ *   key             shared secret for the handshake (write only)
+ *   port            TCP port a lender listens on (set before the role)
+ *   peers           read: one line per connection;
+ *                   write: "add IP:PORT" or "del IP:PORT" (lenders)
+ *   mode            noninclusive | exclusive
+ *   seq_filter      1: pages read sequentially are not put
+ *   rtt_guard_us    skip gets while their average latency is above (0: off)
+ *   get_timeout_us  give up on a get after this long
+ *   capacity_pages  pages a lender hosts per borrower at most
+ *   act_threshold   activations per half second that make a lender busy
+ *   quiet_ms        quiet time before a busy lender lends again
+ *   stats           "name value" lines: counters, gauges, drops by reason
+ *
+ * Implementation: puma_cfg holds the values; puma_ctl_mutex serialises
+ * writers; readers of single fields use READ_ONCE.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/kobject.h>
+#include <linux/mutex.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+
+#include "puma.h"
+
+struct puma_config puma_cfg = {
+	.seq_filter = true,
+	.rtt_guard_us = 50000,
+	.get_timeout_us = 200000,
+	.capacity_pages = 262144,
+	.act_threshold = 256,
+	.quiet_ms = 3000,
+	.port = 7400,
+};
+
+atomic64_t puma_stats[PUMA_STAT_NR];
+atomic64_t puma_disconnect_reasons[PUMA_REASON_MAX];
+
+const char *const puma_stat_names[PUMA_STAT_NR] = {
+	[PUMA_STAT_PUTS] = "puts",
+	[PUMA_STAT_PUTS_SKIPPED_CLEAN] = "puts_skipped_clean",
+	[PUMA_STAT_GETS] = "gets",
+	[PUMA_STAT_HITS] = "hits",
+	[PUMA_STAT_MISSES] = "misses",
+	[PUMA_STAT_GET_TIMEOUTS] = "get_timeouts",
+	[PUMA_STAT_GET_STALE] = "get_stale_dropped",
+	[PUMA_STAT_GETS_SKIPPED_RTT] = "gets_skipped_rtt",
+	[PUMA_STAT_INVAL_EVENTS] = "invalidations",
+	[PUMA_STAT_INVAL_PAGES] = "invalidated_pages",
+	[PUMA_STAT_BYTES_TX] = "bytes_tx",
+	[PUMA_STAT_BYTES_RX] = "bytes_rx",
+	[PUMA_STAT_DROP_NO_BUFFER] = "drop_no_buffer",
+	[PUMA_STAT_DROP_NO_PEER] = "drop_no_peer",
+	[PUMA_STAT_DROP_SUSPENDED] = "drop_suspended",
+	[PUMA_STAT_DROP_SEQUENTIAL] = "drop_sequential",
+	[PUMA_STAT_DROP_TRUNCATING] = "drop_truncating",
+	[PUMA_STAT_DROP_NOMEM] = "drop_nomem",
+	[PUMA_STAT_DROP_QUEUE_FULL] = "drop_queue_full",
+	[PUMA_STAT_LEND_PUTS] = "lend_puts",
+	[PUMA_STAT_LEND_GETS] = "lend_gets",
+	[PUMA_STAT_LEND_HITS] = "lend_hits",
+	[PUMA_STAT_LEND_DROP_CAPACITY] = "lend_drop_capacity",
+	[PUMA_STAT_LEND_DROP_NOMEM] = "lend_drop_nomem",
+	[PUMA_STAT_LEND_DROP_SUSPENDED] = "lend_drop_suspended",
+	[PUMA_STAT_LEND_SHRUNK] = "lend_shrunk",
+	[PUMA_STAT_LEND_SUSPENDS] = "lend_suspends",
+	[PUMA_STAT_DISCONNECTS] = "disconnects",
+};
+
+static DEFINE_MUTEX(puma_ctl_mutex);
+static DEFINE_SPINLOCK(puma_key_lock);
+
+/**
+ * puma_key_copy - the shared key, for a handshake
+ * @buf: sizeof(puma_cfg.key) bytes
+ *
+ * Return: the key length, 0 if no key is set.
+ */
+unsigned int puma_key_copy(u8 *buf)
+{
+	unsigned int len;
+
+	spin_lock(&puma_key_lock);
+	len = puma_cfg.key_len;
+	memcpy(buf, puma_cfg.key, len);
+	spin_unlock(&puma_key_lock);
+	return len;
+}
+
+static ssize_t role_show(struct kobject *kobj, struct kobj_attribute *attr,
+			 char *buf)
+{
+	static const char *const roles[] = { "off", "borrower", "lender",
+					     "both" };
+
+	return sysfs_emit(buf, "%s\n",
+			  roles[puma_cfg.borrower | puma_cfg.lender << 1]);
+}
+
+static ssize_t role_store(struct kobject *kobj, struct kobj_attribute *attr,
+			  const char *buf, size_t count)
+{
+	bool borrower, lender;
+	int ret;
+
+	if (sysfs_streq(buf, "off")) {
+		borrower = false;
+		lender = false;
+	} else if (sysfs_streq(buf, "borrower")) {
+		borrower = true;
+		lender = false;
+	} else if (sysfs_streq(buf, "lender")) {
+		borrower = false;
+		lender = true;
+	} else if (sysfs_streq(buf, "both")) {
+		borrower = true;
+		lender = true;
+	} else {
+		return -EINVAL;
+	}
+	mutex_lock(&puma_ctl_mutex);
+	ret = puma_listen_set(lender);
+	if (!ret) {
+		WRITE_ONCE(puma_cfg.borrower, borrower);
+		WRITE_ONCE(puma_cfg.lender, lender);
+		if (!lender)
+			puma_store_drop_all();
+	}
+	mutex_unlock(&puma_ctl_mutex);
+	return ret ? ret : count;
+}
+
+static ssize_t key_show(struct kobject *kobj, struct kobj_attribute *attr,
+			char *buf)
+{
+	return sysfs_emit(buf, "%s\n", puma_cfg.key_len ? "set" : "unset");
+}
+
+static ssize_t key_store(struct kobject *kobj, struct kobj_attribute *attr,
+			 const char *buf, size_t count)
+{
+	size_t len = count;
+
+	if (len && buf[len - 1] == '\n')
+		len--;
+	if (len < 8 || len > sizeof(puma_cfg.key))
+		return -EINVAL;
+	spin_lock(&puma_key_lock);
+	memcpy(puma_cfg.key, buf, len);
+	puma_cfg.key_len = len;
+	spin_unlock(&puma_key_lock);
+	return count;
+}
+
+static ssize_t peers_show(struct kobject *kobj, struct kobj_attribute *attr,
+			  char *buf)
+{
+	return puma_peer_show(buf, PAGE_SIZE);
+}
+
+static ssize_t peers_store(struct kobject *kobj, struct kobj_attribute *attr,
+			   const char *buf, size_t count)
+{
+	int ret;
+
+	if (!strncmp(buf, "add ", 4))
+		ret = puma_peer_add(buf + 4);
+	else if (!strncmp(buf, "del ", 4))
+		ret = puma_peer_del(buf + 4);
+	else
+		ret = -EINVAL;
+	return ret ? ret : count;
+}
+
+static ssize_t mode_show(struct kobject *kobj, struct kobj_attribute *attr,
+			 char *buf)
+{
+	return sysfs_emit(buf, "%s\n",
+			  puma_cfg.exclusive ? "exclusive" : "noninclusive");
+}
+
+static ssize_t mode_store(struct kobject *kobj, struct kobj_attribute *attr,
+			  const char *buf, size_t count)
+{
+	if (sysfs_streq(buf, "exclusive"))
+		WRITE_ONCE(puma_cfg.exclusive, true);
+	else if (sysfs_streq(buf, "noninclusive"))
+		WRITE_ONCE(puma_cfg.exclusive, false);
+	else
+		return -EINVAL;
+	return count;
+}
+
+static ssize_t seq_filter_show(struct kobject *kobj,
+			       struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", puma_cfg.seq_filter);
+}
+
+static ssize_t seq_filter_store(struct kobject *kobj,
+				struct kobj_attribute *attr, const char *buf,
+				size_t count)
+{
+	bool v;
+
+	if (kstrtobool(buf, &v))
+		return -EINVAL;
+	WRITE_ONCE(puma_cfg.seq_filter, v);
+	return count;
+}
+
+static ssize_t port_show(struct kobject *kobj, struct kobj_attribute *attr,
+			 char *buf)
+{
+	return sysfs_emit(buf, "%u\n", puma_cfg.port);
+}
+
+static ssize_t port_store(struct kobject *kobj, struct kobj_attribute *attr,
+			  const char *buf, size_t count)
+{
+	u16 v;
+
+	if (kstrtou16(buf, 10, &v) || !v)
+		return -EINVAL;
+	WRITE_ONCE(puma_cfg.port, v);
+	return count;
+}
+
+#define PUMA_UINT_ATTR(field, min, max)					\
+static ssize_t field##_show(struct kobject *kobj,			\
+			    struct kobj_attribute *attr, char *buf)	\
+{									\
+	return sysfs_emit(buf, "%lu\n",					\
+			  (unsigned long)READ_ONCE(puma_cfg.field));	\
+}									\
+static ssize_t field##_store(struct kobject *kobj,			\
+			     struct kobj_attribute *attr,		\
+			     const char *buf, size_t count)		\
+{									\
+	unsigned long v;						\
+									\
+	if (kstrtoul(buf, 10, &v) || v < (min) || v > (max))		\
+		return -EINVAL;						\
+	WRITE_ONCE(puma_cfg.field, v);					\
+	return count;							\
+}									\
+static struct kobj_attribute field##_attr = __ATTR_RW(field)
+
+PUMA_UINT_ATTR(rtt_guard_us, 0, 10000000);
+PUMA_UINT_ATTR(get_timeout_us, 1000, 10000000);
+PUMA_UINT_ATTR(capacity_pages, 0, ULONG_MAX);
+PUMA_UINT_ATTR(act_threshold, 0, UINT_MAX);
+PUMA_UINT_ATTR(quiet_ms, 0, 3600000);
+
+static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
+			  char *buf)
+{
+	ssize_t n = 0;
+	int i;
+
+	for (i = 0; i < PUMA_STAT_NR; i++)
+		n += sysfs_emit_at(buf, n, "%s %lld\n", puma_stat_names[i],
+				   atomic64_read(&puma_stats[i]));
+	for (i = 1; i < PUMA_REASON_MAX; i++) {
+		char name[48];
+		char *s;
+
+		strscpy(name, puma_reason_str(i), sizeof(name));
+		for (s = name; *s; s++)
+			if (*s == ' ' || *s == '-')
+				*s = '_';
+		n += sysfs_emit_at(buf, n, "disconnect_%s %lld\n", name,
+				   atomic64_read(&puma_disconnect_reasons[i]));
+	}
+	n += sysfs_emit_at(buf, n, "rtt_us %llu\n", puma_rtt_ewma_ns() / 1000);
+	n += sysfs_emit_at(buf, n, "remote_pages %lu\n", puma_index_pages());
+	n += sysfs_emit_at(buf, n, "hosted_pages %lu\n", puma_store_hosted());
+	n += sysfs_emit_at(buf, n, "put_buffers_free %u\n",
+			   puma_put_buffers_free());
+	n += sysfs_emit_at(buf, n, "lender_busy %d\n",
+			   puma_lender_suspended());
+	return n;
+}
+
+static struct kobj_attribute role_attr = __ATTR_RW(role);
+static struct kobj_attribute key_attr = __ATTR(key, 0600, key_show,
+					       key_store);
+static struct kobj_attribute peers_attr = __ATTR_RW(peers);
+static struct kobj_attribute mode_attr = __ATTR_RW(mode);
+static struct kobj_attribute seq_filter_attr = __ATTR_RW(seq_filter);
+static struct kobj_attribute port_attr = __ATTR_RW(port);
+static struct kobj_attribute stats_attr = __ATTR_RO(stats);
+
+static struct attribute *puma_ctl_attrs[] = {
+	&role_attr.attr,
+	&key_attr.attr,
+	&peers_attr.attr,
+	&mode_attr.attr,
+	&seq_filter_attr.attr,
+	&port_attr.attr,
+	&rtt_guard_us_attr.attr,
+	&get_timeout_us_attr.attr,
+	&capacity_pages_attr.attr,
+	&act_threshold_attr.attr,
+	&quiet_ms_attr.attr,
+	&stats_attr.attr,
+	NULL,
+};
+
+static const struct attribute_group puma_ctl_group = {
+	.attrs = puma_ctl_attrs,
+};
+
+int puma_control_init(void)
+{
+	return sysfs_create_group(puma_kobj, &puma_ctl_group);
+}
+
+void puma_control_exit(void)
+{
+	sysfs_remove_group(puma_kobj, &puma_ctl_group);
+	mutex_lock(&puma_ctl_mutex);
+	WRITE_ONCE(puma_cfg.borrower, false);
+	WRITE_ONCE(puma_cfg.lender, false);
+	mutex_unlock(&puma_ctl_mutex);
+	spin_lock(&puma_key_lock);
+	memzero_explicit(puma_cfg.key, sizeof(puma_cfg.key));
+	puma_cfg.key_len = 0;
+	spin_unlock(&puma_key_lock);
+}

@@ -1,0 +1,408 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Get: on a page-cache miss, ask the lender before the file system reads.
+ *
+ * Every generic read miss (read(2), page faults, readahead, fadvise) ends
+ * in one of two static mm functions, read_pages() for readahead batches and
+ * filemap_read_folio() for single folios; both are out of line and traced
+ * by ftrace on the Debian 6.1 and 6.12 kernels.  An ftrace callback with
+ * FTRACE_OPS_FL_IPMODIFY moves the instruction pointer to our replacement,
+ * which is a full rewrite of the function that calls only exported
+ * functions and address_space_operations pointers (IBT rule: the original
+ * and its static helpers are never called through a pointer).  The one
+ * non-exported call of the original, filemap_remove_folio() in the
+ * clean-up of folios ->readahead left behind, becomes "leave the folio,
+ * not uptodate, in the cache", which a later read fills in.
+ *
+ * In a readahead batch, runs of folios the index says a lender holds are
+ * asked for in one GET (at most PUMA_BATCH_MAX pages) while the others go
+ * to ->readahead as a sub-batch.  A page of the answer is used only if the
+ * file saw no invalidation since the GET was sent
+ * (puma_index_still_valid()); anything else (miss, timeout, error,
+ * invalidation) falls back to ->read_folio, i.e. the disk.
+ *
+ * Implementation: puma_redirects holds the two ftrace_ops; puma_get_inflight
+ * counts tasks redirected and not yet out of our code, so that unloading
+ * waits for them.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/blkdev.h>
+#include <linux/delay.h>
+#include <linux/ftrace.h>
+#include <linux/kprobes.h>
+#include <linux/pagemap.h>
+#include <linux/psi.h>
+#include <linux/slab.h>
+
+#include "compat.h"
+#include "puma.h"
+
+static atomic_t puma_get_inflight = ATOMIC_INIT(0);
+static bool puma_get_stopping;
+
+static bool puma_get_wanted(struct inode *inode)
+{
+	return READ_ONCE(puma_cfg.borrower) && inode &&
+	       puma_inode_eligible(inode);
+}
+
+/* Apply the pending batch count, as __readahead_folio() does. */
+static void puma_rac_settle(struct readahead_control *rac)
+{
+	rac->_nr_pages -= rac->_batch_count;
+	rac->_index += rac->_batch_count;
+	rac->_batch_count = 0;
+}
+
+/* The stock read_pages() body, minus filemap_remove_folio(). */
+static void puma_read_local(struct readahead_control *rac)
+{
+	const struct address_space_operations *aops = rac->mapping->a_ops;
+	struct folio *folio;
+
+	if (aops->readahead) {
+		aops->readahead(rac);
+		while ((folio = readahead_folio(rac)) != NULL) {
+			unsigned long nr = folio_nr_pages(folio);
+
+			folio_get(folio);
+			rac->ra->size -= nr;
+			if (rac->ra->async_size >= nr)
+				rac->ra->async_size -= nr;
+			folio_unlock(folio);
+			folio_put(folio);
+		}
+	} else {
+		while ((folio = readahead_folio(rac)) != NULL)
+			aops->read_folio(rac->file, folio);
+	}
+}
+
+/*
+ * Ask lender @peer for the folios of @req (locked, not uptodate, in the
+ * page cache); fill the hits, read the rest from disk.
+ */
+static void puma_get_folios(struct file *file, struct inode *inode, int peer,
+			    struct puma_get_req *req, unsigned long seq)
+{
+	const struct address_space_operations *aops = inode->i_mapping->a_ops;
+	unsigned int i;
+	int ret;
+
+	if (puma_cfg.exclusive)
+		for (i = 0; i < req->count; i++)
+			puma_index_forget(inode, req->index[i]);
+	ret = puma_peer_get(peer, req);
+	if (ret)
+		req->hits = 0;
+	for (i = 0; i < req->count; i++) {
+		struct folio *folio = req->folio[i];
+
+		if ((req->hits & BIT(i)) &&
+		    puma_index_still_valid(inode, req->index[i], &req->fkey,
+					   seq)) {
+			folio_mark_uptodate(folio);
+			folio_unlock(folio);
+			puma_count(PUMA_STAT_HITS);
+			continue;
+		}
+		if (req->hits & BIT(i))
+			puma_count(PUMA_STAT_GET_STALE);
+		else
+			puma_count(PUMA_STAT_MISSES);
+		aops->read_folio(file, folio);
+	}
+}
+
+static struct puma_get_req *puma_req_alloc(void)
+{
+	struct puma_get_req *req = kzalloc(sizeof(*req), GFP_NOIO);
+
+	if (req)
+		init_completion(&req->done);
+	return req;
+}
+
+/* Split @rac into runs: remote ones by GET, the others by ->readahead. */
+static void puma_read_split(struct readahead_control *rac,
+			    struct inode *inode)
+{
+	struct address_space *mapping = rac->mapping;
+	struct puma_get_req *req = NULL;
+	struct puma_fkey fk = { };
+	unsigned long seq = 0;
+
+	for (puma_rac_settle(rac); rac->_nr_pages; puma_rac_settle(rac)) {
+		pgoff_t start = rac->_index;
+		unsigned long n = 0;
+		int peer = 0, p;
+
+		while (n < rac->_nr_pages) {
+			struct folio *folio = xa_load(&mapping->i_pages,
+						      start + n);
+			unsigned long fseq = 0;
+
+			if (!folio || xa_is_value(folio))
+				break;
+			p = 0;
+			if (folio_nr_pages(folio) == 1 &&
+			    puma_rtt_allows_get())
+				p = puma_index_lookup(inode, start + n, &fk,
+						      &fseq);
+			if (n == 0) {
+				peer = p;
+				seq = fseq;
+			} else if (p != peer || (peer && (fseq != seq ||
+				   n == PUMA_BATCH_MAX))) {
+				break;
+			}
+			n += folio_nr_pages(folio);
+		}
+		if (!n)
+			n = 1;	/* cannot happen; keep moving */
+		if (peer && !req)
+			req = puma_req_alloc();
+		if (!peer || !req) {
+			struct readahead_control sub = *rac;
+
+			sub._nr_pages = n;
+			sub._batch_count = 0;
+			puma_read_local(&sub);
+			rac->_index += n;
+			rac->_nr_pages -= n;
+			continue;
+		}
+		req->count = 0;
+		req->hits = 0;
+		req->error = 0;
+		req->fkey = fk;
+		reinit_completion(&req->done);
+		while (req->count < n) {
+			struct folio *folio = readahead_folio(rac);
+
+			req->index[req->count] = folio->index;
+			req->folio[req->count++] = folio;
+		}
+		puma_count_n(PUMA_STAT_GETS, req->count);
+		puma_get_folios(rac->file, inode, peer, req, seq);
+	}
+	kfree(req);
+}
+
+static void puma_read_pages(struct readahead_control *rac)
+{
+	struct inode *inode = rac->mapping->host;
+	struct blk_plug plug;
+
+	if (!readahead_count(rac))
+		goto out;
+	if (unlikely(rac->_workingset))
+		psi_memstall_enter(&rac->_pflags);
+	blk_start_plug(&plug);
+
+	if (puma_get_wanted(inode)) {
+		if (puma_cfg.seq_filter && rac->ra && rac->ra->ra_pages &&
+		    rac->ra->size >= rac->ra->ra_pages)
+			puma_index_mark_sequential(inode, rac->_index,
+						   readahead_count(rac));
+		puma_read_split(rac, inode);
+	} else {
+		puma_read_local(rac);
+	}
+
+	blk_finish_plug(&plug);
+	if (unlikely(rac->_workingset))
+		psi_memstall_leave(&rac->_pflags);
+	rac->_workingset = false;
+	WARN_ON_ONCE(readahead_count(rac));
+out:
+	atomic_dec(&puma_get_inflight);
+}
+
+/* One folio from a lender, if the index says one holds it. */
+static bool puma_get_one(struct file *file, filler_t filler,
+			 struct folio *folio)
+{
+	struct address_space *mapping = folio->mapping;
+	struct puma_get_req *req;
+	struct puma_fkey fk;
+	unsigned long seq;
+	bool hit;
+	int peer;
+
+	if (!mapping || folio_test_large(folio) ||
+	    filler != mapping->a_ops->read_folio ||
+	    !puma_get_wanted(mapping->host) || !puma_rtt_allows_get())
+		return false;
+	peer = puma_index_lookup(mapping->host, folio->index, &fk, &seq);
+	if (!peer)
+		return false;
+	req = puma_req_alloc();
+	if (!req)
+		return false;
+	req->count = 1;
+	req->fkey = fk;
+	req->index[0] = folio->index;
+	req->folio[0] = folio;
+	puma_count(PUMA_STAT_GETS);
+	if (puma_cfg.exclusive)
+		puma_index_forget(mapping->host, folio->index);
+	if (puma_peer_get(peer, req))
+		req->hits = 0;
+	hit = req->hits & 1;
+	if (hit && !puma_index_still_valid(mapping->host, folio->index, &fk,
+					   seq)) {
+		puma_count(PUMA_STAT_GET_STALE);
+		hit = false;
+	} else if (!hit) {
+		puma_count(PUMA_STAT_MISSES);
+	}
+	kfree(req);
+	if (!hit)
+		return false;
+	folio_mark_uptodate(folio);
+	folio_unlock(folio);
+	puma_count(PUMA_STAT_HITS);
+	return true;
+}
+
+static int puma_filemap_read_folio(struct file *file, filler_t filler,
+				   struct folio *folio)
+{
+	bool workingset = folio_test_workingset(folio);
+	unsigned long pflags;
+	int error = 0;
+
+	if (puma_get_one(file, filler, folio))
+		goto out;
+	puma_folio_clear_error(folio);
+	if (unlikely(workingset))
+		psi_memstall_enter(&pflags);
+	error = filler(file, folio);
+	if (unlikely(workingset))
+		psi_memstall_leave(&pflags);
+	if (error)
+		goto out;
+	error = folio_wait_locked_killable(folio);
+	if (error)
+		goto out;
+	if (folio_test_uptodate(folio))
+		goto out;
+	if (file)
+		file->f_ra.ra_pages /= 4;
+	error = -EIO;
+out:
+	atomic_dec(&puma_get_inflight);
+	return error;
+}
+
+struct puma_redirect {
+	const char *name;
+	unsigned long target;
+	unsigned long addr;
+	struct ftrace_ops ops;
+	bool registered;
+};
+
+static void notrace puma_ftrace_redirect(unsigned long ip,
+					 unsigned long parent_ip,
+					 struct ftrace_ops *op,
+					 struct ftrace_regs *fregs)
+{
+	struct puma_redirect *r = container_of(op, struct puma_redirect, ops);
+
+	if (READ_ONCE(puma_get_stopping))
+		return;
+	atomic_inc(&puma_get_inflight);
+	puma_ftrace_set_ip(fregs, r->target);
+}
+
+#define PUMA_REDIRECT(fn, repl) {					\
+	.name = #fn,							\
+	.target = (unsigned long)(repl),				\
+	.ops = {							\
+		.func = puma_ftrace_redirect,				\
+		.flags = FTRACE_OPS_FL_SAVE_REGS |			\
+			 FTRACE_OPS_FL_IPMODIFY |			\
+			 FTRACE_OPS_FL_RECURSION,			\
+	},								\
+}
+
+static struct puma_redirect puma_redirects[] = {
+	PUMA_REDIRECT(read_pages, puma_read_pages),
+	PUMA_REDIRECT(filemap_read_folio, puma_filemap_read_folio),
+};
+
+/* The traced address of a vmlinux function, by name, without kallsyms. */
+static int puma_resolve(const char *name, unsigned long *addr)
+{
+	struct kprobe kp = { .symbol_name = name };
+	int ret;
+
+	ret = register_kprobe(&kp);
+	if (ret)
+		return ret;
+	*addr = (unsigned long)kp.addr;
+	unregister_kprobe(&kp);
+	return 0;
+}
+
+static void puma_get_unregister(void)
+{
+	unsigned int i;
+
+	WRITE_ONCE(puma_get_stopping, true);
+	for (i = 0; i < ARRAY_SIZE(puma_redirects); i++) {
+		struct puma_redirect *r = &puma_redirects[i];
+
+		if (!r->registered)
+			continue;
+		unregister_ftrace_function(&r->ops);
+		ftrace_set_filter_ip(&r->ops, r->addr, 1, 0);
+		r->registered = false;
+	}
+	while (atomic_read(&puma_get_inflight))
+		msleep(20);
+	/* Tasks may still be on the last instructions of our functions. */
+	synchronize_rcu_tasks();
+}
+
+int puma_get_init(void)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < ARRAY_SIZE(puma_redirects); i++) {
+		struct puma_redirect *r = &puma_redirects[i];
+
+		ret = puma_resolve(r->name, &r->addr);
+		if (ret) {
+			pr_err("cannot find %s: %d\n", r->name, ret);
+			goto out_unregister;
+		}
+		ret = ftrace_set_filter_ip(&r->ops, r->addr, 0, 0);
+		if (ret) {
+			pr_err("ftrace filter %s: %d\n", r->name, ret);
+			goto out_unregister;
+		}
+		ret = register_ftrace_function(&r->ops);
+		if (ret) {
+			pr_err("ftrace redirect %s: %d\n", r->name, ret);
+			ftrace_set_filter_ip(&r->ops, r->addr, 1, 0);
+			goto out_unregister;
+		}
+		r->registered = true;
+	}
+	return 0;
+
+out_unregister:
+	puma_get_unregister();
+	return ret;
+}
+
+void puma_get_exit(void)
+{
+	puma_get_unregister();
+}

@@ -1,0 +1,663 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Borrower-side index of remote copies: the never-stale rule.
+ *
+ * A lender holds copies of pages the borrower evicted.  Serving one after
+ * the file changed would be silent data corruption, so the borrower never
+ * trusts the lender to know what is current.  It keeps its own record of
+ * which page of which file was put to which lender, and it only ever asks
+ * for pages in that record.  Every event that can change a file's content
+ * (dirtying, truncate and hole punch, direct I/O write, eviction of the
+ * inode, unmount, loss of the lender) removes the affected records
+ * synchronously, in the hook, before the event proceeds; the lender is told
+ * afterwards, on the same ordered connection as the puts.  A put of a page
+ * replaces, or on failure deletes, the lender's copy under the same key, so
+ * a lender copy is always the content of the latest recorded put, or
+ * nothing.  docs/puma-never-stale.md gives the whole argument.
+ *
+ * Keys: a pool is one mounted superblock and gets a random 64-bit epoch
+ * when first seen, dropped at unmount, so a re-mount (or a file system
+ * changed offline in between) never matches old copies.  Within a pool a
+ * file is (inode number, i_generation); a page is (file, index).
+ *
+ * Implementation: puma_pools lists the pools, puma_files hashes the per-file
+ * records; each record's xarray maps a page index to a value entry holding
+ * the lender id (or PUMA_E_SEQ, "read sequentially: do not put").  seq
+ * counts the invalidations of the file, so a get in flight can tell that
+ * the file changed while it waited.  puma_truncs lists the mappings being
+ * truncated: no put is taken for them until the truncate returned.
+ *
+ * Locking: puma_index_lock (irqsave: the put and dirty hooks run with
+ * interrupts off under the mapping's i_pages lock) protects all of the
+ * above.  Lock order: i_pages lock -> puma_index_lock -> peer->lock.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/hash.h>
+#include <linux/hashtable.h>
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/xarray.h>
+
+#include "puma.h"
+
+#define PUMA_E_PEER_MASK	0xff
+#define PUMA_E_SEQ		0x100
+
+struct puma_pool {
+	struct list_head node;
+	struct super_block *sb;
+	u64 epoch;
+};
+
+struct puma_file {
+	struct hlist_node hnode;
+	struct puma_pool *pool;
+	u64 ino;
+	u32 gen;
+	u32 peers;		/* lenders that got puts of this file */
+	unsigned long seq;	/* invalidations so far */
+	unsigned long nr;	/* entries in pages */
+	struct xarray pages;
+};
+
+struct puma_trunc {
+	struct hlist_node hnode;
+	struct address_space *mapping;
+	unsigned int count;
+};
+
+static DEFINE_SPINLOCK(puma_index_lock);
+static LIST_HEAD(puma_pools);
+static DEFINE_HASHTABLE(puma_files, 12);
+static DEFINE_HASHTABLE(puma_truncs, 6);
+/* Truncations whose record could not be allocated: veto every put. */
+static unsigned int puma_truncs_anon;
+static unsigned long puma_index_nr;
+/* A truncate end was missed: never take a put again (fail safe). */
+static bool puma_puts_off;
+
+static bool puma_truncating(struct address_space *mapping);
+
+static const char *const puma_fs_types[] = { "ext4", "xfs" };
+
+/**
+ * puma_inode_eligible - may pages of this inode go to a lender
+ * @inode: the file's inode
+ *
+ * Only regular files of local block file systems we covered (ext4, xfs),
+ * never DAX, swap, encrypted or verity files (docs/puma.md: coverage).
+ *
+ * Return: true if the inode may be put.
+ */
+bool puma_inode_eligible(struct inode *inode)
+{
+	struct super_block *sb = inode->i_sb;
+	unsigned int i;
+
+	if (!S_ISREG(inode->i_mode) || inode->i_ino < 2)
+		return false;
+	if (IS_DAX(inode) || IS_SWAPFILE(inode) || IS_ENCRYPTED(inode) ||
+	    IS_VERITY(inode))
+		return false;
+	if (!sb->s_bdev)
+		return false;
+	for (i = 0; i < ARRAY_SIZE(puma_fs_types); i++)
+		if (!strcmp(sb->s_type->name, puma_fs_types[i]))
+			return true;
+	return false;
+}
+
+static struct puma_pool *puma_pool_find(struct super_block *sb, bool create)
+{
+	struct puma_pool *pool;
+
+	lockdep_assert_held(&puma_index_lock);
+	list_for_each_entry(pool, &puma_pools, node)
+		if (pool->sb == sb)
+			return pool;
+	if (!create)
+		return NULL;
+	pool = kzalloc(sizeof(*pool), GFP_ATOMIC | __GFP_NOWARN);
+	if (!pool)
+		return NULL;
+	pool->sb = sb;
+	do {
+		pool->epoch = get_random_u64();
+	} while (!pool->epoch);
+	list_add(&pool->node, &puma_pools);
+	return pool;
+}
+
+static u32 puma_file_hash(struct super_block *sb, u64 ino)
+{
+	return hash_64((unsigned long)sb ^ ino, 32);
+}
+
+static struct puma_file *puma_file_find(struct inode *inode, bool create)
+{
+	struct super_block *sb = inode->i_sb;
+	u32 h = puma_file_hash(sb, inode->i_ino);
+	struct puma_pool *pool;
+	struct puma_file *f;
+
+	lockdep_assert_held(&puma_index_lock);
+	hash_for_each_possible(puma_files, f, hnode, h)
+		if (f->pool->sb == sb && f->ino == inode->i_ino &&
+		    f->gen == inode->i_generation)
+			return f;
+	if (!create)
+		return NULL;
+	pool = puma_pool_find(sb, true);
+	if (!pool)
+		return NULL;
+	f = kzalloc(sizeof(*f), GFP_ATOMIC | __GFP_NOWARN);
+	if (!f)
+		return NULL;
+	f->pool = pool;
+	f->ino = inode->i_ino;
+	f->gen = inode->i_generation;
+	xa_init(&f->pages);
+	hash_add(puma_files, &f->hnode, h);
+	return f;
+}
+
+static void puma_fkey_fill(const struct puma_file *f, struct puma_fkey *fk)
+{
+	fk->pool = f->pool->epoch;
+	fk->ino = f->ino;
+	fk->gen = f->gen;
+}
+
+static void puma_file_free(struct puma_file *f)
+{
+	lockdep_assert_held(&puma_index_lock);
+	puma_index_nr -= f->nr;
+	puma_count_n(PUMA_STAT_INVAL_PAGES, f->nr);
+	hash_del(&f->hnode);
+	xa_destroy(&f->pages);
+	kfree(f);
+}
+
+/* Erase entries start..end of F; returns the lenders that had some. */
+static u32 puma_file_erase(struct puma_file *f, pgoff_t start, pgoff_t end)
+{
+	unsigned long idx;
+	void *entry;
+	u32 peers = 0;
+
+	lockdep_assert_held(&puma_index_lock);
+	xa_for_each_range(&f->pages, idx, entry, start, end) {
+		unsigned long v = xa_to_value(entry);
+
+		xa_erase(&f->pages, idx);
+		f->nr--;
+		puma_index_nr--;
+		if (v & PUMA_E_PEER_MASK) {
+			peers |= BIT(v & PUMA_E_PEER_MASK);
+			puma_count(PUMA_STAT_INVAL_PAGES);
+		}
+	}
+	return peers;
+}
+
+/**
+ * puma_index_note_put - record that a page of @inode goes to lender @peer
+ * @inode: the file
+ * @index: the page
+ * @peer: the lender id
+ * @fk: filled with the file's key
+ * @already: set if the lender already holds this unchanged page
+ *
+ * Caller: the put hook, with interrupts off.  The caller queues the page
+ * under the same lock hold only if this returned 0 and !*already.
+ *
+ * Return: 0, -EBUSY (truncate in progress or sequential page: no put),
+ * -ENOMEM.
+ */
+static int puma_index_note_put(struct inode *inode, pgoff_t index,
+			       int peer, struct puma_fkey *fk, bool *already)
+{
+	struct puma_file *f;
+	void *old;
+
+	lockdep_assert_held(&puma_index_lock);
+	*already = false;
+	f = puma_file_find(inode, true);
+	if (!f)
+		return -ENOMEM;
+	old = xa_load(&f->pages, index);
+	if (old && (xa_to_value(old) & PUMA_E_SEQ)) {
+		xa_erase(&f->pages, index);
+		f->nr--;
+		puma_index_nr--;
+		puma_count(PUMA_STAT_DROP_SEQUENTIAL);
+		return -EBUSY;
+	}
+	puma_fkey_fill(f, fk);
+	if (old && (xa_to_value(old) & PUMA_E_PEER_MASK) == peer &&
+	    !puma_cfg.exclusive) {
+		*already = true;
+		return 0;
+	}
+	if (xa_err(xa_store(&f->pages, index, xa_mk_value(peer),
+			    GFP_ATOMIC | __GFP_NOWARN)))
+		return -ENOMEM;
+	if (!old) {
+		f->nr++;
+		puma_index_nr++;
+	}
+	f->peers |= BIT(peer);
+	return 0;
+}
+
+static void puma_file_forget(struct puma_file *f, pgoff_t index)
+{
+	lockdep_assert_held(&puma_index_lock);
+	if (xa_erase(&f->pages, index)) {
+		f->nr--;
+		puma_index_nr--;
+	}
+}
+
+/**
+ * puma_index_put_page - a clean page of @inode leaves the page cache
+ * @inode: the file (eligible, see puma_inode_eligible())
+ * @mapping: its mapping
+ * @index: the page index
+ * @data: the page's content
+ *
+ * Caller: the put hook, interrupts off.  Records the put and queues the
+ * data under puma_index_lock, so that puts and invalidations of a page
+ * reach the lender in the order they happened here.
+ */
+void puma_index_put_page(struct inode *inode, struct address_space *mapping,
+			 pgoff_t index, const void *data)
+{
+	struct puma_fkey fk;
+	struct puma_file *f;
+	unsigned long flags;
+	bool already;
+	int peer, ret;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	if (puma_truncating(mapping)) {
+		puma_count(PUMA_STAT_DROP_TRUNCATING);
+		goto out_unlock;
+	}
+	peer = puma_peer_pick();
+	if (peer <= 0) {
+		puma_count(peer ? PUMA_STAT_DROP_SUSPENDED :
+			   PUMA_STAT_DROP_NO_PEER);
+		goto out_unlock;
+	}
+	ret = puma_index_note_put(inode, index, peer, &fk, &already);
+	if (ret) {
+		if (ret == -ENOMEM)
+			puma_count(PUMA_STAT_DROP_NOMEM);
+		goto out_unlock;
+	}
+	if (already) {
+		puma_count(PUMA_STAT_PUTS_SKIPPED_CLEAN);
+		goto out_unlock;
+	}
+	if (puma_peer_queue_put(peer, &fk, index, data)) {
+		f = puma_file_find(inode, false);
+		if (f)
+			puma_file_forget(f, index);
+		goto out_unlock;
+	}
+	puma_count(PUMA_STAT_PUTS);
+out_unlock:
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_lookup - which lender holds this page, if any
+ * @inode: the file
+ * @index: the page
+ * @fk: filled with the file's key on success
+ * @seq: filled with the file's invalidation count on success
+ *
+ * Return: the lender id, or 0 if no lender holds the page.
+ */
+int puma_index_lookup(struct inode *inode, pgoff_t index,
+		      struct puma_fkey *fk, unsigned long *seq)
+{
+	struct puma_file *f;
+	unsigned long flags;
+	void *entry;
+	int peer = 0;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, false);
+	if (f) {
+		entry = xa_load(&f->pages, index);
+		if (entry)
+			peer = xa_to_value(entry) & PUMA_E_PEER_MASK;
+		if (peer) {
+			puma_fkey_fill(f, fk);
+			*seq = f->seq;
+		}
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+	return peer;
+}
+
+/**
+ * puma_index_still_valid - may a page fetched for @fk be used
+ * @inode: the file
+ * @index: the page
+ * @fk: the key the page was asked for
+ * @seq: the file's invalidation count when it was asked for
+ *
+ * Return: true if nothing invalidated the file since the get was sent.
+ */
+bool puma_index_still_valid(struct inode *inode, pgoff_t index,
+			    const struct puma_fkey *fk, unsigned long seq)
+{
+	struct puma_file *f;
+	unsigned long flags;
+	bool ok = false;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, false);
+	if (f && f->seq == seq && f->pool->epoch == fk->pool &&
+	    f->gen == fk->gen)
+		ok = true;
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+	return ok;
+}
+
+/**
+ * puma_index_forget - forget one page (exclusive get, failed put)
+ * @inode: the file
+ * @index: the page
+ */
+void puma_index_forget(struct inode *inode, pgoff_t index)
+{
+	struct puma_file *f;
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, false);
+	if (f)
+		puma_file_forget(f, index);
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_inval - the content of pages @start..@end of @inode changes
+ * @inode: the file
+ * @start: first page index
+ * @end: last page index (inclusive); ULONG_MAX for the end of the file
+ *
+ * Synchronous: when this returns no get will ask for these pages, and a
+ * get already in flight for the file will drop its answer.
+ */
+void puma_index_inval(struct inode *inode, pgoff_t start, pgoff_t end)
+{
+	struct puma_fkey fk;
+	struct puma_file *f;
+	unsigned long flags;
+	u32 peers;
+	int p;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, false);
+	if (!f)
+		goto out_unlock;
+	puma_count(PUMA_STAT_INVAL_EVENTS);
+	f->seq++;
+	puma_fkey_fill(f, &fk);
+	peers = puma_file_erase(f, start, end);
+	for (p = 1; p <= PUMA_MAX_PEERS; p++) {
+		if (!(f->peers & BIT(p)))
+			continue;
+		if (start == 0 && end == ULONG_MAX)
+			puma_peer_queue_inval(p, &fk, PUMA_INVAL_FILE, 0, 0);
+		else if (peers & BIT(p))
+			puma_peer_queue_inval(p, &fk, PUMA_INVAL_RANGE, start,
+					      end);
+	}
+	if (start == 0 && end == ULONG_MAX)
+		puma_file_free(f);
+out_unlock:
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_mark_sequential - pages read by a sequential stream
+ * @inode: the file
+ * @start: first page
+ * @nr: number of pages
+ *
+ * Policy (sequential filter): these pages will not be put on eviction.
+ */
+void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
+				unsigned long nr)
+{
+	struct puma_file *f;
+	unsigned long flags;
+	pgoff_t i;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, true);
+	for (i = start; f && i < start + nr; i++) {
+		void *old = xa_load(&f->pages, i);
+
+		if (old)
+			continue;
+		if (xa_err(xa_store(&f->pages, i, xa_mk_value(PUMA_E_SEQ),
+				    GFP_ATOMIC | __GFP_NOWARN)))
+			break;
+		f->nr++;
+		puma_index_nr++;
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_drop_sb - a superblock goes away (unmount)
+ * @sb: the superblock
+ */
+void puma_index_drop_sb(struct super_block *sb)
+{
+	struct puma_fkey fk = { };
+	struct hlist_node *tmp;
+	struct puma_pool *pool;
+	struct puma_file *f;
+	unsigned long flags;
+	u32 peers = 0;
+	int bkt, p;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	pool = puma_pool_find(sb, false);
+	if (!pool)
+		goto out_unlock;
+	hash_for_each_safe(puma_files, bkt, tmp, f, hnode) {
+		if (f->pool != pool)
+			continue;
+		peers |= f->peers;
+		puma_file_free(f);
+	}
+	fk.pool = pool->epoch;
+	for (p = 1; p <= PUMA_MAX_PEERS; p++)
+		if (peers & BIT(p))
+			puma_peer_queue_inval(p, &fk, PUMA_INVAL_POOL, 0, 0);
+	list_del(&pool->node);
+	kfree(pool);
+	puma_count(PUMA_STAT_INVAL_EVENTS);
+out_unlock:
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_drop_peer - forget every page held by lender @peer
+ * @peer: the lender id (its connection closed, or it suspended lending)
+ */
+void puma_index_drop_peer(int peer)
+{
+	struct hlist_node *tmp;
+	struct puma_file *f;
+	unsigned long flags, idx;
+	void *entry;
+	int bkt;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	hash_for_each_safe(puma_files, bkt, tmp, f, hnode) {
+		if (!(f->peers & BIT(peer)))
+			continue;
+		xa_for_each(&f->pages, idx, entry) {
+			if ((xa_to_value(entry) & PUMA_E_PEER_MASK) != peer)
+				continue;
+			xa_erase(&f->pages, idx);
+			f->nr--;
+			puma_index_nr--;
+			puma_count(PUMA_STAT_INVAL_PAGES);
+		}
+		f->peers &= ~BIT(peer);
+		f->seq++;
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_drop_all - forget everything (module unload, lost hook)
+ */
+void puma_index_drop_all(void)
+{
+	struct puma_pool *pool, *ptmp;
+	struct hlist_node *tmp;
+	struct puma_file *f;
+	unsigned long flags;
+	int bkt;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	hash_for_each_safe(puma_files, bkt, tmp, f, hnode)
+		puma_file_free(f);
+	list_for_each_entry_safe(pool, ptmp, &puma_pools, node) {
+		list_del(&pool->node);
+		kfree(pool);
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+static struct puma_trunc *puma_trunc_find(struct address_space *mapping)
+{
+	struct puma_trunc *t;
+
+	hash_for_each_possible(puma_truncs, t, hnode, hash_ptr(mapping, 32))
+		if (t->mapping == mapping)
+			return t;
+	return NULL;
+}
+
+/**
+ * puma_truncating - is a truncate of @mapping in progress
+ * @mapping: the file's mapping
+ *
+ * Caller holds puma_index_lock.
+ *
+ * Return: true if puts of this mapping must not be taken now.
+ */
+static bool puma_truncating(struct address_space *mapping)
+{
+	lockdep_assert_held(&puma_index_lock);
+	return puma_puts_off || puma_truncs_anon || puma_trunc_find(mapping);
+}
+
+/**
+ * puma_index_puts_off - stop taking puts for good
+ *
+ * Called when a truncate's end could not be observed: the veto of puts
+ * during truncates can no longer be guaranteed, so no put is taken.
+ */
+void puma_index_puts_off(void)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	if (!puma_puts_off)
+		pr_warn("truncate end missed: puts disabled until reload\n");
+	puma_puts_off = true;
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_truncate_begin - a truncate or hole punch of @mapping starts
+ * @mapping: the file's mapping
+ */
+void puma_truncate_begin(struct address_space *mapping)
+{
+	struct puma_trunc *t;
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	t = puma_trunc_find(mapping);
+	if (!t) {
+		t = kzalloc(sizeof(*t), GFP_ATOMIC | __GFP_NOWARN);
+		if (t) {
+			t->mapping = mapping;
+			hash_add(puma_truncs, &t->hnode, hash_ptr(mapping, 32));
+		}
+	}
+	if (t)
+		t->count++;
+	else
+		puma_truncs_anon++;
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_truncate_end - the truncate started by puma_truncate_begin() ended
+ * @mapping: the file's mapping
+ */
+void puma_truncate_end(struct address_space *mapping)
+{
+	struct puma_trunc *t;
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	t = puma_trunc_find(mapping);
+	if (t && !--t->count) {
+		hash_del(&t->hnode);
+		kfree(t);
+	} else if (!t && puma_truncs_anon) {
+		puma_truncs_anon--;
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_pages - entries in the index (remote pages + markers)
+ *
+ * Return: the number of entries.
+ */
+unsigned long puma_index_pages(void)
+{
+	return READ_ONCE(puma_index_nr);
+}
+
+int puma_index_init(void)
+{
+	return 0;
+}
+
+void puma_index_exit(void)
+{
+	struct hlist_node *tmp;
+	struct puma_trunc *t;
+	unsigned long flags;
+	int bkt;
+
+	puma_index_drop_all();
+	spin_lock_irqsave(&puma_index_lock, flags);
+	hash_for_each_safe(puma_truncs, bkt, tmp, t, hnode) {
+		hash_del(&t->hnode);
+		kfree(t);
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}

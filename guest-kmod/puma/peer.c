@@ -1,0 +1,1326 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Peers: one in-kernel TCP connection per (borrower, lender) pair.
+ *
+ * The never-stale rule needs the puts, invalidations and gets of a page to
+ * reach the lender in the order the borrower decided them, so each
+ * connection has exactly one ordered send queue (txq).  Puts are queued
+ * from the put hook with interrupts off, so their data is copied into a
+ * preallocated buffer (puma_put_pool) and the queue is drained by a work
+ * item that sends consecutive puts as one batch of up to PUMA_BATCH_MAX
+ * pages.  Gets are queued the same way and the reading task sleeps until
+ * the answer or a timeout; answers carry the request id, so a late answer
+ * finds no request and is dropped.  On a lender, the receiving thread
+ * answers gets itself.
+ *
+ * Each connection has one kernel thread that connects (borrower side),
+ * runs the handshake (HELLO with a random nonce both ways, then AUTH: an
+ * HMAC-SHA256 of the nonces with the shared key), then reads messages.
+ * Every header and payload is checked by proto.c before use; any failure
+ * closes the connection with a logged reason, counted per reason.  When a
+ * connection closes, the borrower forgets every page the lender held
+ * (puma_index_drop_peer()) and the lender frees every page of that
+ * borrower, so nothing survives into the next connection.
+ *
+ * Implementation: puma_peers[] is the table of peers by id (1 ..
+ * PUMA_MAX_PEERS), under puma_peers_lock.  Lock order:
+ * puma_index_lock -> puma_peers_lock -> peer->lock -> puma_pool_lock;
+ * all are taken irqsave since the put hook runs with interrupts off.
+ * peer->tx_mutex serialises senders and owns tx_seq; peer->sock_mutex
+ * guards the socket pointer against shutdown from another thread.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <crypto/algapi.h>
+#include <crypto/hash.h>
+#include <linux/highmem.h>
+#include <linux/in.h>
+#include <linux/inet.h>
+#include <linux/kthread.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/random.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/utsname.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+
+#include "compat.h"
+#include "puma.h"
+
+static unsigned int put_buffers = 1024;
+module_param(put_buffers, uint, 0444);
+MODULE_PARM_DESC(put_buffers,
+		 "Pages of preallocated buffers for puts in flight (1024)");
+
+#define PUMA_TXQ_EXTRA		1024	/* queued besides puts */
+#define PUMA_MSG_TIMEOUT	(10 * HZ)	/* a started message */
+#define PUMA_RECONNECT		HZ
+
+enum puma_peer_state {
+	PUMA_PEER_DOWN,
+	PUMA_PEER_HANDSHAKE,
+	PUMA_PEER_READY,
+};
+
+struct puma_txbuf {
+	struct list_head node;
+	u16 type;
+	u16 flags;
+	u64 req;
+	u32 len;	/* payload bytes */
+	bool pooled;	/* from puma_put_pool */
+	u8 payload[];
+};
+
+#define PUMA_PUT_ITEM (sizeof(struct puma_key) + PUMA_PAGE_BYTES)
+
+struct puma_peer {
+	struct kref ref;
+	int id;
+	bool lender_side;	/* we accepted it: we are its lender */
+	struct sockaddr_in addr;
+	char name[32];
+	struct task_struct *thread;
+	bool dead;		/* lender side: the thread is done */
+
+	struct mutex sock_mutex;	/* sock, against puma_shutdown() */
+	struct socket *sock;
+
+	spinlock_t lock;		/* state, suspended, txq, gets */
+	int state;
+	bool suspended;		/* the lender said SUSPEND */
+	struct list_head txq;
+	unsigned int txq_len;
+	struct list_head gets;
+	u64 next_req;
+
+	struct work_struct tx_work;
+	struct mutex tx_mutex;		/* one sender at a time; tx_seq */
+	u32 tx_seq;
+
+	struct puma_rx_state rx;
+	u8 my_nonce[PUMA_NONCE_LEN];
+	u8 peer_nonce[PUMA_NONCE_LEN];
+	u8 *rxbuf;		/* PUMA_MSG_MAX_LEN */
+	u8 *replybuf;		/* lender side: PUMA_MSG_MAX_LEN */
+	struct puma_sess *sess;	/* lender side */
+	int last_reason;
+};
+
+static DEFINE_SPINLOCK(puma_peers_lock);
+static struct puma_peer *puma_peers[PUMA_MAX_PEERS + 1];
+static unsigned int puma_rotor;
+
+static DEFINE_SPINLOCK(puma_pool_lock);
+static struct puma_txbuf **puma_pool;
+static unsigned int puma_pool_free;
+static struct workqueue_struct *puma_wq;
+
+static DEFINE_MUTEX(puma_listen_mutex);
+static struct socket *puma_lsock;
+static struct task_struct *puma_lthread;
+
+static struct puma_txbuf *puma_pool_get(void)
+{
+	struct puma_txbuf *b = NULL;
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_pool_lock, flags);
+	if (puma_pool_free)
+		b = puma_pool[--puma_pool_free];
+	spin_unlock_irqrestore(&puma_pool_lock, flags);
+	return b;
+}
+
+static void puma_txbuf_free(struct puma_txbuf *b)
+{
+	unsigned long flags;
+
+	if (!b->pooled) {
+		kfree(b);
+		return;
+	}
+	spin_lock_irqsave(&puma_pool_lock, flags);
+	puma_pool[puma_pool_free++] = b;
+	spin_unlock_irqrestore(&puma_pool_lock, flags);
+}
+
+unsigned int puma_put_buffers_free(void)
+{
+	return READ_ONCE(puma_pool_free);
+}
+
+static void puma_peer_release(struct kref *ref)
+{
+	struct puma_peer *p = container_of(ref, struct puma_peer, ref);
+
+	kvfree(p->rxbuf);
+	kvfree(p->replybuf);
+	kfree(p);
+}
+
+static void puma_peer_put(struct puma_peer *p)
+{
+	kref_put(&p->ref, puma_peer_release);
+}
+
+/* Caller holds puma_peers_lock. */
+static struct puma_peer *puma_peer_find(int id)
+{
+	if (id <= 0 || id > PUMA_MAX_PEERS)
+		return NULL;
+	return puma_peers[id];
+}
+
+/**
+ * puma_peer_pick - the lender a put should go to
+ *
+ * Return: a lender id, 0 if no lender is connected, -1 if all connected
+ * lenders suspended lending.
+ */
+int puma_peer_pick(void)
+{
+	unsigned long flags;
+	int i, id, ret = 0;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	for (i = 0; i < PUMA_MAX_PEERS; i++) {
+		struct puma_peer *p;
+
+		id = (puma_rotor + i) % PUMA_MAX_PEERS + 1;
+		p = puma_peers[id];
+		if (!p || p->lender_side || p->state != PUMA_PEER_READY)
+			continue;
+		if (p->suspended) {
+			ret = -1;
+			continue;
+		}
+		ret = id;
+		puma_rotor = id % PUMA_MAX_PEERS;
+		break;
+	}
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+	return ret;
+}
+
+/* Queue @b on @p if it is connected; caller holds puma_peers_lock. */
+static int puma_peer_enqueue(struct puma_peer *p, struct puma_txbuf *b)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&p->lock, flags);
+	if (p->state != PUMA_PEER_READY) {
+		ret = -ENOTCONN;
+	} else if (p->txq_len >= put_buffers + PUMA_TXQ_EXTRA) {
+		ret = -ENOSPC;
+	} else {
+		list_add_tail(&b->node, &p->txq);
+		p->txq_len++;
+		queue_work(puma_wq, &p->tx_work);
+	}
+	spin_unlock_irqrestore(&p->lock, flags);
+	return ret;
+}
+
+static void puma_key_fill(struct puma_key *k, const struct puma_fkey *fk,
+			  pgoff_t index)
+{
+	k->pool = cpu_to_le64(fk->pool);
+	k->ino = cpu_to_le64(fk->ino);
+	k->gen = cpu_to_le32(fk->gen);
+	k->reserved = 0;
+	k->index = cpu_to_le64(index);
+}
+
+/**
+ * puma_peer_queue_put - queue a page for lender @id
+ * @id: the lender
+ * @fk: the file
+ * @index: the page index
+ * @data: PAGE_SIZE bytes, copied before return
+ *
+ * Caller: the put hook, under puma_index_lock.
+ *
+ * Return: 0 if queued, else the put is dropped (and counted).
+ */
+int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
+			const void *data)
+{
+	struct puma_txbuf *b;
+	struct puma_peer *p;
+	unsigned long flags;
+	int ret;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	p = puma_peer_find(id);
+	if (!p) {
+		puma_count(PUMA_STAT_DROP_NO_PEER);
+		ret = -ENOTCONN;
+		goto out_unlock;
+	}
+	b = puma_pool_get();
+	if (!b) {
+		puma_count(PUMA_STAT_DROP_NO_BUFFER);
+		ret = -ENOBUFS;
+		goto out_unlock;
+	}
+	b->type = PUMA_MSG_PUT;
+	b->flags = 0;
+	b->req = 0;
+	b->len = PUMA_PUT_ITEM;
+	puma_key_fill((struct puma_key *)b->payload, fk, index);
+	memcpy(b->payload + sizeof(struct puma_key), data, PUMA_PAGE_BYTES);
+	ret = puma_peer_enqueue(p, b);
+	if (ret) {
+		puma_count(ret == -ENOSPC ? PUMA_STAT_DROP_QUEUE_FULL :
+			   PUMA_STAT_DROP_NO_PEER);
+		puma_txbuf_free(b);
+	}
+out_unlock:
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+	return ret;
+}
+
+/**
+ * puma_peer_queue_inval - tell lender @id to drop copies
+ * @id: the lender
+ * @fk: the file (only fk->pool for PUMA_INVAL_POOL)
+ * @kind: enum puma_inval_kind
+ * @start: first page (PUMA_INVAL_RANGE)
+ * @end: last page, inclusive (PUMA_INVAL_RANGE)
+ *
+ * Caller holds puma_index_lock.  Losing this message is safe: the index no
+ * longer lists the pages, and the next put of a page replaces its copy.
+ */
+void puma_peer_queue_inval(int id, const struct puma_fkey *fk, u32 kind,
+			   pgoff_t start, pgoff_t end)
+{
+	struct puma_inval *inv;
+	struct puma_txbuf *b;
+	struct puma_peer *p;
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	p = puma_peer_find(id);
+	if (!p)
+		goto out_unlock;
+	b = kmalloc(sizeof(*b) + sizeof(*inv), GFP_ATOMIC | __GFP_NOWARN);
+	if (!b)
+		goto out_unlock;
+	b->type = PUMA_MSG_INVAL;
+	b->flags = 0;
+	b->req = 0;
+	b->len = sizeof(*inv);
+	b->pooled = false;
+	inv = (struct puma_inval *)b->payload;
+	inv->pool = cpu_to_le64(fk->pool);
+	inv->ino = cpu_to_le64(fk->ino);
+	inv->gen = cpu_to_le32(fk->gen);
+	inv->kind = cpu_to_le32(kind);
+	inv->start = cpu_to_le64(start);
+	inv->end = cpu_to_le64(end);
+	if (puma_peer_enqueue(p, b))
+		kfree(b);
+out_unlock:
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+}
+
+/* Send one message; caller holds p->tx_mutex. */
+static int puma_send(struct puma_peer *p, u16 type, u16 flags, u64 req,
+		     struct kvec *vec, unsigned int nvec, size_t len)
+{
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+	struct puma_hdr hdr;
+	int ret;
+
+	hdr.magic = cpu_to_le32(PUMA_PROTO_MAGIC);
+	hdr.type = cpu_to_le16(type);
+	hdr.flags = cpu_to_le16(flags);
+	hdr.len = cpu_to_le32(len);
+	hdr.seq = cpu_to_le32(p->tx_seq++);
+	hdr.req = cpu_to_le64(req);
+	vec[0].iov_base = &hdr;
+	vec[0].iov_len = sizeof(hdr);
+	if (!p->sock)
+		return -ENOTCONN;
+	ret = kernel_sendmsg(p->sock, &msg, vec, nvec, len + sizeof(hdr));
+	if (ret < 0)
+		return ret;
+	if (ret != len + sizeof(hdr))
+		return -EIO;
+	puma_count_n(PUMA_STAT_BYTES_TX, ret);
+	return 0;
+}
+
+static int puma_send_small(struct puma_peer *p, u16 type, u64 req,
+			   void *payload, size_t len)
+{
+	struct kvec vec[2] = { { }, { .iov_base = payload, .iov_len = len } };
+	int ret;
+
+	mutex_lock(&p->tx_mutex);
+	ret = puma_send(p, type, 0, req, vec, len ? 2 : 1, len);
+	mutex_unlock(&p->tx_mutex);
+	return ret;
+}
+
+/* Send consecutive puts as one batch; caller holds p->tx_mutex. */
+static int puma_send_puts(struct puma_peer *p, struct list_head *items,
+			  unsigned int n)
+{
+	struct kvec vec[2 + PUMA_BATCH_MAX];
+	struct puma_batch batch = { .count = cpu_to_le32(n) };
+	struct puma_txbuf *b;
+	unsigned int i = 2;
+
+	vec[1].iov_base = &batch;
+	vec[1].iov_len = sizeof(batch);
+	list_for_each_entry(b, items, node) {
+		vec[i].iov_base = b->payload;
+		vec[i++].iov_len = PUMA_PUT_ITEM;
+	}
+	return puma_send(p, PUMA_MSG_PUT, 0, 0, vec, i,
+			 sizeof(batch) + n * PUMA_PUT_ITEM);
+}
+
+static void puma_shutdown(struct puma_peer *p)
+{
+	mutex_lock(&p->sock_mutex);
+	if (p->sock)
+		kernel_sock_shutdown(p->sock, SHUT_RDWR);
+	mutex_unlock(&p->sock_mutex);
+}
+
+static void puma_tx_work(struct work_struct *work)
+{
+	struct puma_peer *p = container_of(work, struct puma_peer, tx_work);
+	unsigned int noio = memalloc_noio_save();
+	int ret = 0;
+
+	mutex_lock(&p->tx_mutex);
+	for (;;) {
+		struct puma_txbuf *b, *tmp;
+		unsigned long flags;
+		unsigned int n = 0;
+		LIST_HEAD(items);
+
+		spin_lock_irqsave(&p->lock, flags);
+		list_for_each_entry_safe(b, tmp, &p->txq, node) {
+			if (n && (b->type != PUMA_MSG_PUT ||
+				  list_first_entry(&items, struct puma_txbuf,
+						   node)->type != PUMA_MSG_PUT ||
+				  n == PUMA_BATCH_MAX))
+				break;
+			list_move_tail(&b->node, &items);
+			n++;
+		}
+		p->txq_len -= n;
+		spin_unlock_irqrestore(&p->lock, flags);
+		if (!n)
+			break;
+		b = list_first_entry(&items, struct puma_txbuf, node);
+		if (ret) {
+			/* The connection is failing: drop the rest. */
+		} else if (b->type == PUMA_MSG_PUT) {
+			ret = puma_send_puts(p, &items, n);
+		} else {
+			struct kvec vec[2] = { { }, { .iov_base = b->payload,
+						      .iov_len = b->len } };
+
+			ret = puma_send(p, b->type, b->flags, b->req, vec,
+					b->len ? 2 : 1, b->len);
+		}
+		list_for_each_entry_safe(b, tmp, &items, node)
+			puma_txbuf_free(b);
+	}
+	mutex_unlock(&p->tx_mutex);
+	if (ret)
+		puma_shutdown(p);
+	memalloc_noio_restore(noio);
+}
+
+/**
+ * puma_peer_get - ask lender @id for the pages of @req and wait
+ * @id: the lender
+ * @req: count, fkey, index[] and folio[] (locked) set by the caller
+ *
+ * On return req->hits has a bit set for each folio filled with the
+ * lender's data; the caller still checks that the file did not change.
+ *
+ * Return: 0, or -errno (no hit then).
+ */
+int puma_peer_get(int id, struct puma_get_req *req)
+{
+	size_t len = sizeof(struct puma_batch) +
+		     req->count * sizeof(struct puma_key);
+	struct puma_batch *batch;
+	struct puma_key *keys;
+	struct puma_txbuf *b;
+	struct puma_peer *p;
+	unsigned long flags, left;
+	unsigned int i;
+	ktime_t t0;
+	int ret;
+
+	b = kmalloc(sizeof(*b) + len, GFP_NOIO);
+	if (!b)
+		return -ENOMEM;
+	b->type = PUMA_MSG_GET;
+	b->flags = puma_cfg.exclusive ? PUMA_GET_EXCLUSIVE : 0;
+	b->len = len;
+	b->pooled = false;
+	batch = (struct puma_batch *)b->payload;
+	batch->count = cpu_to_le32(req->count);
+	batch->hits = 0;
+	keys = (struct puma_key *)(batch + 1);
+	for (i = 0; i < req->count; i++)
+		puma_key_fill(&keys[i], &req->fkey, req->index[i]);
+	req->hits = 0;
+	req->error = 0;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	p = puma_peer_find(id);
+	if (!p || p->lender_side) {
+		spin_unlock_irqrestore(&puma_peers_lock, flags);
+		kfree(b);
+		return -ENOTCONN;
+	}
+	kref_get(&p->ref);
+	spin_lock(&p->lock);
+	req->id = ++p->next_req;
+	b->req = req->id;
+	list_add_tail(&req->node, &p->gets);
+	spin_unlock(&p->lock);
+	t0 = ktime_get();
+	ret = puma_peer_enqueue(p, b);
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+	if (ret) {
+		kfree(b);
+		spin_lock_irqsave(&p->lock, flags);
+		list_del_init(&req->node);
+		spin_unlock_irqrestore(&p->lock, flags);
+		goto out_put;
+	}
+
+	left = usecs_to_jiffies(READ_ONCE(puma_cfg.get_timeout_us));
+	left = wait_for_completion_timeout(&req->done, left);
+	if (!left) {
+		bool mine;
+
+		spin_lock_irqsave(&p->lock, flags);
+		mine = !list_empty(&req->node);
+		list_del_init(&req->node);
+		spin_unlock_irqrestore(&p->lock, flags);
+		if (mine) {
+			puma_count(PUMA_STAT_GET_TIMEOUTS);
+			puma_rtt_sample(ktime_to_ns(ktime_sub(ktime_get(), t0)));
+			ret = -ETIMEDOUT;
+			goto out_put;
+		}
+		/* The receiver owns it now and completes it shortly. */
+		wait_for_completion(&req->done);
+	}
+	puma_rtt_sample(ktime_to_ns(ktime_sub(ktime_get(), t0)));
+	ret = req->error;
+out_put:
+	puma_peer_put(p);
+	return ret;
+}
+
+/**
+ * puma_peer_broadcast - send an empty message to every borrower
+ * @type: PUMA_MSG_SUSPEND or PUMA_MSG_RESUME
+ */
+void puma_peer_broadcast(u16 type)
+{
+	struct puma_txbuf *b;
+	unsigned long flags;
+	int id;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
+		struct puma_peer *p = puma_peers[id];
+
+		if (!p || !p->lender_side)
+			continue;
+		b = kzalloc(sizeof(*b), GFP_ATOMIC);
+		if (!b)
+			continue;
+		b->type = type;
+		if (puma_peer_enqueue(p, b))
+			kfree(b);
+	}
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+}
+
+/* Receive exactly @len bytes; @idle: waiting for a message may last. */
+static int puma_recv(struct puma_peer *p, void *buf, size_t len, bool idle)
+{
+	unsigned long deadline = jiffies + PUMA_MSG_TIMEOUT;
+	size_t got = 0;
+
+	while (got < len) {
+		struct kvec vec = { .iov_base = buf + got,
+				    .iov_len = len - got };
+		struct msghdr msg = { };
+		int ret;
+
+		ret = kernel_recvmsg(p->sock, &msg, &vec, 1, len - got,
+				     MSG_WAITALL);
+		if (ret > 0) {
+			got += ret;
+			puma_count_n(PUMA_STAT_BYTES_RX, ret);
+			continue;
+		}
+		if (ret == 0)
+			return PUMA_ERR_IO;
+		if (ret != -EAGAIN && ret != -EINTR)
+			return PUMA_ERR_IO;
+		if (kthread_should_stop())
+			return PUMA_ERR_IO;
+		if ((!idle || got) && time_after(jiffies, deadline))
+			return PUMA_ERR_TIMEOUT;
+	}
+	return PUMA_OK;
+}
+
+/* Receive and check one message into p->rxbuf. */
+static int puma_recv_msg(struct puma_peer *p, struct puma_hdr *h, bool idle)
+{
+	int ret;
+
+	ret = puma_recv(p, h, sizeof(*h), idle);
+	if (ret)
+		return ret;
+	ret = puma_check_hdr(&p->rx, h);
+	if (ret)
+		return ret;
+	ret = puma_recv(p, p->rxbuf, le32_to_cpu(h->len), false);
+	if (ret)
+		return ret;
+	ret = puma_check_payload(&p->rx, h, p->rxbuf);
+	if (ret)
+		return ret;
+	puma_rx_advance(&p->rx, h);
+	return PUMA_OK;
+}
+
+static int puma_mac(bool lender, const u8 *own, const u8 *other, u8 *out)
+{
+	const char *label = lender ? "puma1-lender" : "puma1-borrower";
+	struct crypto_shash *tfm;
+	u8 key[sizeof(puma_cfg.key)];
+	unsigned int key_len;
+	int ret;
+
+	key_len = puma_key_copy(key);
+	if (!key_len)
+		return -ENOKEY;
+	tfm = crypto_alloc_shash("hmac(sha256)", 0, 0);
+	if (IS_ERR(tfm)) {
+		ret = PTR_ERR(tfm);
+		goto out_zero;
+	}
+	ret = crypto_shash_setkey(tfm, key, key_len);
+	if (!ret) {
+		SHASH_DESC_ON_STACK(desc, tfm);
+
+		desc->tfm = tfm;
+		ret = crypto_shash_init(desc) ?:
+		      crypto_shash_update(desc, label, strlen(label)) ?:
+		      crypto_shash_update(desc, own, PUMA_NONCE_LEN) ?:
+		      crypto_shash_update(desc, other, PUMA_NONCE_LEN) ?:
+		      crypto_shash_final(desc, out);
+		shash_desc_zero(desc);
+	}
+	crypto_free_shash(tfm);
+out_zero:
+	memzero_explicit(key, sizeof(key));
+	return ret;
+}
+
+static int puma_handshake(struct puma_peer *p)
+{
+	bool lender = p->lender_side;
+	struct puma_hello hello = { };
+	struct puma_auth auth, want;
+	struct puma_hdr h;
+	int ret;
+
+	p->rx.seq = 0;
+	p->rx.phase = PUMA_PHASE_HELLO;
+	p->rx.my_role = lender ? PUMA_ROLE_LENDER : PUMA_ROLE_BORROWER;
+	p->tx_seq = 0;
+	get_random_bytes(p->my_nonce, sizeof(p->my_nonce));
+	hello.magic = cpu_to_le32(PUMA_PROTO_MAGIC);
+	hello.version_min = cpu_to_le16(PUMA_PROTO_VERSION);
+	hello.version_max = cpu_to_le16(PUMA_PROTO_VERSION);
+	hello.role = cpu_to_le16(p->rx.my_role);
+	memcpy(hello.nonce, p->my_nonce, PUMA_NONCE_LEN);
+	strscpy(hello.name, utsname()->nodename, sizeof(hello.name));
+	if (puma_send_small(p, PUMA_MSG_HELLO, 0, &hello, sizeof(hello)))
+		return PUMA_ERR_IO;
+
+	ret = puma_recv_msg(p, &h, false);
+	if (ret)
+		return ret;
+	memcpy(p->peer_nonce, ((struct puma_hello *)p->rxbuf)->nonce,
+	       PUMA_NONCE_LEN);
+
+	if (puma_mac(lender, p->my_nonce, p->peer_nonce, auth.mac))
+		return PUMA_ERR_NOKEY;
+	if (puma_send_small(p, PUMA_MSG_AUTH, 0, &auth, sizeof(auth)))
+		return PUMA_ERR_IO;
+	ret = puma_recv_msg(p, &h, false);
+	if (ret)
+		return ret;
+	if (puma_mac(!lender, p->peer_nonce, p->my_nonce, want.mac))
+		return PUMA_ERR_NOKEY;
+	if (crypto_memneq(want.mac, p->rxbuf, PUMA_MAC_LEN))
+		return PUMA_ERR_AUTH;
+	p->rx.phase = PUMA_PHASE_READY;
+	return PUMA_OK;
+}
+
+/* Lender: answer a GET from the store. */
+static int puma_lend_get(struct puma_peer *p, const struct puma_hdr *h)
+{
+	const struct puma_batch *in = (void *)p->rxbuf;
+	const struct puma_key *keys = (const void *)(in + 1);
+	u32 count = le32_to_cpu(in->count), hits = 0, i;
+	bool excl = le16_to_cpu(h->flags) & PUMA_GET_EXCLUSIVE;
+	struct puma_batch *out = (void *)p->replybuf;
+	u8 *data = p->replybuf + sizeof(*out) + count * sizeof(*keys);
+	struct kvec vec[2];
+	size_t len;
+	int ret;
+
+	memcpy(out + 1, keys, count * sizeof(*keys));
+	for (i = 0; i < count; i++) {
+		puma_count(PUMA_STAT_LEND_GETS);
+		if (puma_store_get(p->sess, &keys[i], data, excl)) {
+			hits |= BIT(i);
+			data += PUMA_PAGE_BYTES;
+			puma_count(PUMA_STAT_LEND_HITS);
+		}
+	}
+	out->count = cpu_to_le32(count);
+	out->hits = cpu_to_le32(hits);
+	len = data - p->replybuf;
+	vec[1].iov_base = p->replybuf;
+	vec[1].iov_len = len;
+	mutex_lock(&p->tx_mutex);
+	ret = puma_send(p, PUMA_MSG_GET_REPLY, 0, le64_to_cpu(h->req), vec, 2,
+			len);
+	mutex_unlock(&p->tx_mutex);
+	return ret ? PUMA_ERR_IO : PUMA_OK;
+}
+
+static bool puma_key_match(const struct puma_key *k,
+			   const struct puma_get_req *req, unsigned int i)
+{
+	return le64_to_cpu(k->pool) == req->fkey.pool &&
+	       le64_to_cpu(k->ino) == req->fkey.ino &&
+	       le32_to_cpu(k->gen) == req->fkey.gen &&
+	       le64_to_cpu(k->index) == req->index[i];
+}
+
+/* Borrower: fill the folios of the request this reply answers. */
+static int puma_borrow_reply(struct puma_peer *p, const struct puma_hdr *h)
+{
+	const struct puma_batch *in = (void *)p->rxbuf;
+	const struct puma_key *keys = (const void *)(in + 1);
+	u32 count = le32_to_cpu(in->count), hits = le32_to_cpu(in->hits);
+	const u8 *data = (const u8 *)(keys + count);
+	struct puma_get_req *req = NULL, *r;
+	u64 id = le64_to_cpu(h->req);
+	unsigned long flags;
+	unsigned int i;
+
+	spin_lock_irqsave(&p->lock, flags);
+	list_for_each_entry(r, &p->gets, node) {
+		if (r->id == id) {
+			req = r;
+			list_del_init(&r->node);
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&p->lock, flags);
+	if (!req)
+		return PUMA_OK;	/* answer after the timeout: dropped */
+	if (count != req->count) {
+		req->error = -EPROTO;
+		complete(&req->done);
+		return PUMA_ERR_REQ;
+	}
+	for (i = 0; i < count; i++) {
+		if (!puma_key_match(&keys[i], req, i)) {
+			req->hits = 0;
+			req->error = -EPROTO;
+			complete(&req->done);
+			return PUMA_ERR_REQ;
+		}
+		if (hits & BIT(i)) {
+			memcpy_to_page(folio_page(req->folio[i], 0), 0,
+				       (const char *)data, PUMA_PAGE_BYTES);
+			data += PUMA_PAGE_BYTES;
+			req->hits |= BIT(i);
+		}
+	}
+	complete(&req->done);
+	return PUMA_OK;
+}
+
+static int puma_dispatch(struct puma_peer *p, const struct puma_hdr *h)
+{
+	const struct puma_batch *batch = (void *)p->rxbuf;
+	const u8 *item = (const u8 *)(batch + 1);
+	u32 i;
+
+	switch (le16_to_cpu(h->type)) {
+	case PUMA_MSG_PUT:
+		for (i = 0; i < le32_to_cpu(batch->count); i++) {
+			const struct puma_key *k = (const void *)item;
+
+			if (!puma_store_put(p->sess, k, k + 1))
+				puma_count(PUMA_STAT_LEND_PUTS);
+			item += PUMA_PUT_ITEM;
+		}
+		return PUMA_OK;
+	case PUMA_MSG_GET:
+		return puma_lend_get(p, h);
+	case PUMA_MSG_INVAL:
+		puma_store_inval(p->sess, (const void *)p->rxbuf);
+		return PUMA_OK;
+	case PUMA_MSG_GET_REPLY:
+		return puma_borrow_reply(p, h);
+	case PUMA_MSG_SUSPEND:
+		WRITE_ONCE(p->suspended, true);
+		puma_index_drop_peer(p->id);
+		return PUMA_OK;
+	case PUMA_MSG_RESUME:
+		WRITE_ONCE(p->suspended, false);
+		return PUMA_OK;
+	case PUMA_MSG_PING:
+		return puma_send_small(p, PUMA_MSG_PONG, le64_to_cpu(h->req),
+				       NULL, 0) ? PUMA_ERR_IO : PUMA_OK;
+	default:	/* PONG */
+		return PUMA_OK;
+	}
+}
+
+static int puma_connect(struct puma_peer *p)
+{
+	struct socket *sock;
+	int ret;
+
+	ret = sock_create_kern(&init_net, AF_INET, SOCK_STREAM, IPPROTO_TCP,
+			       &sock);
+	if (ret)
+		return ret;
+	sock->sk->sk_sndtimeo = 3 * HZ;
+	ret = kernel_connect(sock, (struct sockaddr *)&p->addr,
+			     sizeof(p->addr), 0);
+	if (ret) {
+		sock_release(sock);
+		return ret;
+	}
+	mutex_lock(&p->sock_mutex);
+	p->sock = sock;
+	mutex_unlock(&p->sock_mutex);
+	return 0;
+}
+
+static void puma_sock_setup(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+
+	sk->sk_allocation = GFP_NOIO;
+	puma_sock_no_task_frag(sk);
+	sk->sk_rcvtimeo = HZ / 2;
+	sk->sk_sndtimeo = 10 * HZ;
+	tcp_sock_set_nodelay(sk);
+	/* A cut link ends the connection (and its remote pages) in ~10 s. */
+	tcp_sock_set_user_timeout(sk, 10000);
+	sock_set_keepalive(sk);
+	tcp_sock_set_keepidle(sk, 5);
+	tcp_sock_set_keepintvl(sk, 2);
+	tcp_sock_set_keepcnt(sk, 3);
+}
+
+/* The connection is over: nothing of it survives. */
+static void puma_peer_down(struct puma_peer *p, int reason)
+{
+	struct puma_get_req *req, *rtmp;
+	struct puma_txbuf *b, *btmp;
+	unsigned long flags;
+	LIST_HEAD(txq);
+	LIST_HEAD(gets);
+	bool was_ready;
+
+	spin_lock_irqsave(&p->lock, flags);
+	was_ready = p->state == PUMA_PEER_READY;
+	p->state = PUMA_PEER_DOWN;
+	list_splice_init(&p->txq, &txq);
+	p->txq_len = 0;
+	list_splice_init(&p->gets, &gets);
+	spin_unlock_irqrestore(&p->lock, flags);
+
+	puma_shutdown(p);
+	cancel_work_sync(&p->tx_work);
+	list_for_each_entry_safe(b, btmp, &txq, node)
+		puma_txbuf_free(b);
+	list_for_each_entry_safe(req, rtmp, &gets, node) {
+		list_del_init(&req->node);
+		req->error = -ECONNRESET;
+		complete(&req->done);
+	}
+	if (p->lender_side) {
+		if (p->sess)
+			puma_store_sess_free(p->sess);
+		p->sess = NULL;
+	} else {
+		puma_index_drop_peer(p->id);
+		WRITE_ONCE(p->suspended, false);
+	}
+	mutex_lock(&p->sock_mutex);
+	if (p->sock)
+		sock_release(p->sock);
+	p->sock = NULL;
+	mutex_unlock(&p->sock_mutex);
+
+	p->last_reason = reason;
+	if (was_ready || reason != PUMA_ERR_IO) {
+		puma_count(PUMA_STAT_DISCONNECTS);
+		atomic64_inc(&puma_disconnect_reasons[reason]);
+		pr_warn("peer %s: disconnected: %s\n", p->name,
+			puma_reason_str(reason));
+	}
+}
+
+static int puma_peer_thread(void *arg)
+{
+	struct puma_peer *p = arg;
+	unsigned int noio = memalloc_noio_save();
+	struct puma_hdr h;
+	int reason;
+
+	while (!kthread_should_stop()) {
+		if (!p->lender_side && puma_connect(p)) {
+			schedule_timeout_interruptible(PUMA_RECONNECT);
+			continue;
+		}
+		puma_sock_setup(p->sock);
+		spin_lock_irq(&p->lock);
+		p->state = PUMA_PEER_HANDSHAKE;
+		spin_unlock_irq(&p->lock);
+		reason = puma_handshake(p);
+		if (!reason && p->lender_side) {
+			p->sess = puma_store_sess_new();
+			if (!p->sess)
+				reason = PUMA_ERR_IO;
+		}
+		if (!reason) {
+			spin_lock_irq(&p->lock);
+			p->state = PUMA_PEER_READY;
+			spin_unlock_irq(&p->lock);
+			pr_info("peer %s: connected as %s\n", p->name,
+				p->lender_side ? "lender" : "borrower");
+			if (p->lender_side && puma_lender_suspended())
+				puma_peer_broadcast(PUMA_MSG_SUSPEND);
+			do {
+				reason = puma_recv_msg(p, &h, true);
+				if (!reason)
+					reason = puma_dispatch(p, &h);
+			} while (!reason);
+		}
+		puma_peer_down(p, reason);
+		if (p->lender_side)
+			break;
+		schedule_timeout_interruptible(PUMA_RECONNECT);
+	}
+	memalloc_noio_restore(noio);
+	WRITE_ONCE(p->dead, true);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(HZ);
+	return 0;
+}
+
+static struct puma_peer *puma_peer_alloc(bool lender_side)
+{
+	struct puma_peer *p = kzalloc(sizeof(*p), GFP_KERNEL);
+
+	if (!p)
+		return NULL;
+	kref_init(&p->ref);
+	p->lender_side = lender_side;
+	mutex_init(&p->sock_mutex);
+	mutex_init(&p->tx_mutex);
+	spin_lock_init(&p->lock);
+	INIT_LIST_HEAD(&p->txq);
+	INIT_LIST_HEAD(&p->gets);
+	INIT_WORK(&p->tx_work, puma_tx_work);
+	p->rxbuf = kvmalloc(PUMA_MSG_MAX_LEN, GFP_KERNEL);
+	if (lender_side)
+		p->replybuf = kvmalloc(PUMA_MSG_MAX_LEN, GFP_KERNEL);
+	if (!p->rxbuf || (lender_side && !p->replybuf)) {
+		puma_peer_put(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Give @p an id and start its thread; it owns @sock if not NULL. */
+static int puma_peer_start(struct puma_peer *p, struct socket *sock)
+{
+	unsigned long flags;
+	int id;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++)
+		if (!puma_peers[id])
+			break;
+	if (id <= PUMA_MAX_PEERS) {
+		p->id = id;
+		puma_peers[id] = p;
+	}
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+	if (id > PUMA_MAX_PEERS)
+		return -ENOSPC;
+	p->sock = sock;
+	p->thread = kthread_run(puma_peer_thread, p, "puma-peer/%d", id);
+	if (IS_ERR(p->thread)) {
+		int ret = PTR_ERR(p->thread);
+
+		spin_lock_irqsave(&puma_peers_lock, flags);
+		puma_peers[id] = NULL;
+		spin_unlock_irqrestore(&puma_peers_lock, flags);
+		p->sock = NULL;
+		return ret;
+	}
+	get_task_struct(p->thread);
+	return 0;
+}
+
+/* Remove @p from the table, stop its thread, drop it. */
+static void puma_peer_stop(struct puma_peer *p)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	puma_peers[p->id] = NULL;
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+	puma_shutdown(p);
+	kthread_stop(p->thread);
+	put_task_struct(p->thread);
+	/* The thread always ends through puma_peer_down(). */
+	puma_peer_put(p);
+}
+
+static int puma_parse_addr(const char *spec, struct sockaddr_in *sa)
+{
+	char buf[32];
+	char *colon;
+	u16 port;
+
+	if (strscpy(buf, spec, sizeof(buf)) < 0)
+		return -EINVAL;
+	strim(buf);
+	colon = strchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	if (kstrtou16(colon + 1, 10, &port) || !port)
+		return -EINVAL;
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons(port);
+	if (!in4_pton(buf, -1, (u8 *)&sa->sin_addr.s_addr, -1, NULL))
+		return -EINVAL;
+	return 0;
+}
+
+static struct puma_peer *puma_peer_by_addr(const struct sockaddr_in *sa)
+{
+	unsigned long flags;
+	struct puma_peer *p = NULL;
+	int id;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
+		struct puma_peer *q = puma_peers[id];
+
+		if (q && !q->lender_side &&
+		    q->addr.sin_addr.s_addr == sa->sin_addr.s_addr &&
+		    q->addr.sin_port == sa->sin_port) {
+			p = q;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+	return p;
+}
+
+static DEFINE_MUTEX(puma_peers_mutex);	/* add/del/unload */
+
+/**
+ * puma_peer_add - connect to a lender ("IPv4:port"), and keep reconnecting
+ * @spec: the lender's address
+ *
+ * Return: 0 or -errno.
+ */
+int puma_peer_add(const char *spec)
+{
+	struct sockaddr_in sa;
+	struct puma_peer *p;
+	int ret;
+
+	ret = puma_parse_addr(spec, &sa);
+	if (ret)
+		return ret;
+	mutex_lock(&puma_peers_mutex);
+	ret = -EEXIST;
+	if (puma_peer_by_addr(&sa))
+		goto out_unlock;
+	ret = -ENOMEM;
+	p = puma_peer_alloc(false);
+	if (!p)
+		goto out_unlock;
+	p->addr = sa;
+	snprintf(p->name, sizeof(p->name), "%pI4:%u", &sa.sin_addr,
+		 ntohs(sa.sin_port));
+	ret = puma_peer_start(p, NULL);
+	if (ret)
+		puma_peer_put(p);
+out_unlock:
+	mutex_unlock(&puma_peers_mutex);
+	return ret;
+}
+
+/**
+ * puma_peer_del - disconnect from a lender and forget its pages
+ * @spec: the lender's address as given to puma_peer_add()
+ *
+ * Return: 0 or -errno.
+ */
+int puma_peer_del(const char *spec)
+{
+	struct sockaddr_in sa;
+	struct puma_peer *p;
+	int ret;
+
+	ret = puma_parse_addr(spec, &sa);
+	if (ret)
+		return ret;
+	mutex_lock(&puma_peers_mutex);
+	p = puma_peer_by_addr(&sa);
+	if (p)
+		puma_peer_stop(p);
+	mutex_unlock(&puma_peers_mutex);
+	return p ? 0 : -ENOENT;
+}
+
+static const char *const puma_state_names[] = {
+	[PUMA_PEER_DOWN] = "down",
+	[PUMA_PEER_HANDSHAKE] = "handshake",
+	[PUMA_PEER_READY] = "ready",
+};
+
+/**
+ * puma_peer_show - one line per peer, for sysfs
+ * @buf: output
+ * @size: its size
+ *
+ * Return: bytes written.
+ */
+ssize_t puma_peer_show(char *buf, size_t size)
+{
+	unsigned long flags;
+	ssize_t n = 0;
+	int id;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
+		struct puma_peer *p = puma_peers[id];
+
+		if (!p)
+			continue;
+		n += scnprintf(buf + n, size - n,
+			       "%d %s %s %s%s queued=%u last_error=%s\n",
+			       id, p->lender_side ? "borrower" : "lender",
+			       p->lender_side ? "-" : p->name,
+			       puma_state_names[p->state],
+			       p->suspended ? " suspended" : "", p->txq_len,
+			       puma_reason_str(p->last_reason));
+	}
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+	return n;
+}
+
+/* Free lender-side peers whose connection ended. */
+static void puma_reap(void)
+{
+	unsigned long flags;
+	int id;
+
+	mutex_lock(&puma_peers_mutex);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
+		struct puma_peer *p;
+
+		spin_lock_irqsave(&puma_peers_lock, flags);
+		p = puma_peers[id];
+		if (p && !(p->lender_side && READ_ONCE(p->dead)))
+			p = NULL;
+		spin_unlock_irqrestore(&puma_peers_lock, flags);
+		if (p)
+			puma_peer_stop(p);
+	}
+	mutex_unlock(&puma_peers_mutex);
+}
+
+static int puma_listen_thread(void *arg)
+{
+	struct socket *lsock = arg;
+
+	while (!kthread_should_stop()) {
+		struct puma_peer *p;
+		struct socket *sock;
+		int ret;
+
+		puma_reap();
+		ret = kernel_accept(lsock, &sock, 0);
+		if (ret == -EAGAIN || ret == -EINTR)
+			continue;
+		if (ret) {
+			schedule_timeout_interruptible(HZ / 10);
+			continue;
+		}
+		p = READ_ONCE(puma_cfg.lender) ? puma_peer_alloc(true) : NULL;
+		if (!p) {
+			sock_release(sock);
+			continue;
+		}
+		strscpy(p->name, "incoming", sizeof(p->name));
+		kernel_getpeername(sock, (struct sockaddr *)&p->addr);
+		snprintf(p->name, sizeof(p->name), "%pI4:%u",
+			 &p->addr.sin_addr, ntohs(p->addr.sin_port));
+		mutex_lock(&puma_peers_mutex);
+		ret = puma_peer_start(p, sock);
+		mutex_unlock(&puma_peers_mutex);
+		if (ret) {
+			sock_release(sock);
+			puma_peer_put(p);
+		}
+	}
+	return 0;
+}
+
+/**
+ * puma_listen_set - start or stop accepting borrowers on puma_cfg.port
+ * @on: start if true
+ *
+ * Return: 0 or -errno.
+ */
+int puma_listen_set(bool on)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct socket *sock;
+	int ret = 0;
+
+	mutex_lock(&puma_listen_mutex);
+	if (!on && puma_lthread) {
+		kthread_stop(puma_lthread);
+		put_task_struct(puma_lthread);
+		puma_lthread = NULL;
+		sock_release(puma_lsock);
+		puma_lsock = NULL;
+	}
+	if (!on || puma_lthread)
+		goto out_unlock;
+	ret = sock_create_kern(&init_net, AF_INET, SOCK_STREAM, IPPROTO_TCP,
+			       &sock);
+	if (ret)
+		goto out_unlock;
+	sock_set_reuseaddr(sock->sk);
+	sock->sk->sk_rcvtimeo = HZ / 2;
+	sa.sin_port = htons(puma_cfg.port);
+	sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	ret = kernel_bind(sock, (struct sockaddr *)&sa, sizeof(sa));
+	if (!ret)
+		ret = kernel_listen(sock, 16);
+	if (ret)
+		goto out_release;
+	puma_lthread = kthread_run(puma_listen_thread, sock, "puma-listen");
+	if (IS_ERR(puma_lthread)) {
+		ret = PTR_ERR(puma_lthread);
+		puma_lthread = NULL;
+		goto out_release;
+	}
+	get_task_struct(puma_lthread);
+	puma_lsock = sock;
+	goto out_unlock;
+
+out_release:
+	sock_release(sock);
+out_unlock:
+	mutex_unlock(&puma_listen_mutex);
+	return ret;
+}
+
+int puma_peer_init(void)
+{
+	unsigned int i;
+
+	puma_wq = alloc_workqueue("puma_tx", WQ_MEM_RECLAIM | WQ_UNBOUND, 0);
+	if (!puma_wq)
+		return -ENOMEM;
+	puma_pool = kvcalloc(put_buffers, sizeof(*puma_pool), GFP_KERNEL);
+	if (!puma_pool)
+		goto out_free;
+	for (i = 0; i < put_buffers; i++) {
+		puma_pool[i] = kmalloc(sizeof(*puma_pool[i]) + PUMA_PUT_ITEM,
+				       GFP_KERNEL);
+		if (!puma_pool[i])
+			goto out_free;
+		puma_pool[i]->pooled = true;
+		puma_pool_free++;
+	}
+	return 0;
+
+out_free:
+	while (puma_pool && puma_pool_free)
+		kfree(puma_pool[--puma_pool_free]);
+	kvfree(puma_pool);
+	destroy_workqueue(puma_wq);
+	return -ENOMEM;
+}
+
+void puma_peer_exit(void)
+{
+	int id;
+
+	puma_listen_set(false);
+	mutex_lock(&puma_peers_mutex);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
+		struct puma_peer *p;
+		unsigned long flags;
+
+		spin_lock_irqsave(&puma_peers_lock, flags);
+		p = puma_peers[id];
+		spin_unlock_irqrestore(&puma_peers_lock, flags);
+		if (p)
+			puma_peer_stop(p);
+	}
+	mutex_unlock(&puma_peers_mutex);
+	destroy_workqueue(puma_wq);
+	if (puma_pool_free != put_buffers)
+		pr_warn("%u put buffers leaked\n",
+			put_buffers - puma_pool_free);
+	while (puma_pool_free)
+		kfree(puma_pool[--puma_pool_free]);
+	kvfree(puma_pool);
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Puma guest module: declarations shared by its files.
+ *
+ *   main.c    life cycle, /sys/kernel/puma root
+ *   control.c sysfs knobs and counters (read by pumactl)
+ *   hooks.c   tracepoints and kprobes: put and invalidation events
+ *   get.c     the read-path replacements (ftrace redirect): gets
+ *   index.c   borrower-side record of remote copies (never-stale index)
+ *   peer.c    TCP connections, handshake, ordered send queue
+ *   store.c   lender-side store of hosted pages, with a shrinker
+ *   policy.c  RTT guard, sequential filter, lender activity detection
+ *   proto.c   wire format checks (shared with the user-space fuzzer)
+ */
+#ifndef PUMA_H
+#define PUMA_H
+
+#include <linux/atomic.h>
+#include <linux/completion.h>
+#include <linux/fs.h>
+#include <linux/kobject.h>
+#include <linux/list.h>
+#include <linux/net.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/workqueue.h>
+
+#include "proto.h"
+
+#define PUMA_VERSION "0.2"
+#define PUMA_MAX_PEERS 31
+
+/* Counters: one per event and one per reason to refuse work. */
+enum puma_stat {
+	PUMA_STAT_PUTS,			/* pages queued to a lender */
+	PUMA_STAT_PUTS_SKIPPED_CLEAN,	/* already at the lender, unchanged */
+	PUMA_STAT_GETS,			/* pages asked for */
+	PUMA_STAT_HITS,
+	PUMA_STAT_MISSES,
+	PUMA_STAT_GET_TIMEOUTS,
+	PUMA_STAT_GET_STALE,		/* answer dropped: file changed */
+	PUMA_STAT_GETS_SKIPPED_RTT,
+	PUMA_STAT_INVAL_EVENTS,
+	PUMA_STAT_INVAL_PAGES,		/* remote copies forgotten */
+	PUMA_STAT_BYTES_TX,
+	PUMA_STAT_BYTES_RX,
+	PUMA_STAT_DROP_NO_BUFFER,
+	PUMA_STAT_DROP_NO_PEER,
+	PUMA_STAT_DROP_SUSPENDED,
+	PUMA_STAT_DROP_SEQUENTIAL,
+	PUMA_STAT_DROP_TRUNCATING,
+	PUMA_STAT_DROP_NOMEM,
+	PUMA_STAT_DROP_QUEUE_FULL,
+	PUMA_STAT_LEND_PUTS,		/* lender: pages stored */
+	PUMA_STAT_LEND_GETS,
+	PUMA_STAT_LEND_HITS,
+	PUMA_STAT_LEND_DROP_CAPACITY,
+	PUMA_STAT_LEND_DROP_NOMEM,
+	PUMA_STAT_LEND_DROP_SUSPENDED,
+	PUMA_STAT_LEND_SHRUNK,		/* pages given back to reclaim */
+	PUMA_STAT_LEND_SUSPENDS,	/* activity detector fired */
+	PUMA_STAT_DISCONNECTS,
+	PUMA_STAT_NR,
+};
+
+extern atomic64_t puma_stats[PUMA_STAT_NR];
+extern atomic64_t puma_disconnect_reasons[PUMA_REASON_MAX];
+extern const char *const puma_stat_names[PUMA_STAT_NR];
+
+static inline void puma_count(enum puma_stat s)
+{
+	atomic64_inc(&puma_stats[s]);
+}
+
+static inline void puma_count_n(enum puma_stat s, long n)
+{
+	atomic64_add(n, &puma_stats[s]);
+}
+
+/* Tunables (control.c); read without locks, written by sysfs. */
+struct puma_config {
+	bool borrower;		/* put and get */
+	bool lender;		/* listen and host */
+	bool exclusive;		/* a get removes the lender's copy */
+	bool seq_filter;	/* sequential reads are not put */
+	unsigned int rtt_guard_us;	/* 0: off */
+	unsigned int get_timeout_us;
+	unsigned long capacity_pages;	/* per borrower, on a lender */
+	unsigned int act_threshold;	/* activations per period */
+	unsigned int quiet_ms;		/* quiet time before lending again */
+	u16 port;
+	u8 key[64];
+	unsigned int key_len;
+};
+
+extern struct puma_config puma_cfg;
+extern struct kobject *puma_kobj;
+
+/* control.c */
+int puma_control_init(void);
+void puma_control_exit(void);
+unsigned int puma_key_copy(u8 *buf);
+
+/* A file identity in the borrower index (host endian). */
+struct puma_fkey {
+	u64 pool;
+	u64 ino;
+	u32 gen;
+};
+
+/* peer.c */
+struct puma_peer;
+
+struct puma_get_req {
+	struct list_head node;	/* peer->gets, under peer->lock */
+	u64 id;
+	unsigned int count;
+	struct puma_fkey fkey;
+	pgoff_t index[PUMA_BATCH_MAX];
+	struct folio *folio[PUMA_BATCH_MAX];
+	u32 hits;		/* filled folios */
+	int error;
+	struct completion done;
+};
+
+int puma_peer_init(void);
+void puma_peer_exit(void);
+int puma_peer_add(const char *spec);
+int puma_peer_del(const char *spec);
+ssize_t puma_peer_show(char *buf, size_t size);
+int puma_listen_set(bool on);
+int puma_peer_pick(void);
+bool puma_peer_ready(int id);
+int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
+			const void *data);
+void puma_peer_queue_inval(int id, const struct puma_fkey *fk, u32 kind,
+			   pgoff_t start, pgoff_t end);
+int puma_peer_get(int id, struct puma_get_req *req);
+void puma_peer_broadcast(u16 type);
+unsigned int puma_put_buffers_free(void);
+
+/* index.c */
+int puma_index_init(void);
+void puma_index_exit(void);
+bool puma_inode_eligible(struct inode *inode);
+void puma_index_put_page(struct inode *inode, struct address_space *mapping,
+			 pgoff_t index, const void *data);
+int puma_index_lookup(struct inode *inode, pgoff_t index,
+		      struct puma_fkey *fk, unsigned long *seq);
+bool puma_index_still_valid(struct inode *inode, pgoff_t index,
+			    const struct puma_fkey *fk, unsigned long seq);
+void puma_index_forget(struct inode *inode, pgoff_t index);
+void puma_index_inval(struct inode *inode, pgoff_t start, pgoff_t end);
+void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
+				unsigned long nr);
+void puma_index_drop_sb(struct super_block *sb);
+void puma_index_drop_peer(int peer);
+void puma_index_drop_all(void);
+void puma_index_puts_off(void);
+void puma_truncate_begin(struct address_space *mapping);
+void puma_truncate_end(struct address_space *mapping);
+unsigned long puma_index_pages(void);
+
+/* hooks.c */
+int puma_hooks_init(void);
+void puma_hooks_exit(void);
+
+/* get.c */
+int puma_get_init(void);
+void puma_get_exit(void);
+
+/* store.c */
+struct puma_sess;
+int puma_store_init(void);
+void puma_store_exit(void);
+struct puma_sess *puma_store_sess_new(void);
+void puma_store_sess_free(struct puma_sess *s);
+int puma_store_put(struct puma_sess *s, const struct puma_key *k,
+		   const void *data);
+bool puma_store_get(struct puma_sess *s, const struct puma_key *k, void *dst,
+		    bool exclusive);
+void puma_store_inval(struct puma_sess *s, const struct puma_inval *inv);
+void puma_store_drop_all(void);
+unsigned long puma_store_hosted(void);
+
+/* policy.c */
+int puma_policy_init(void);
+void puma_policy_exit(void);
+bool puma_rtt_allows_get(void);
+void puma_rtt_sample(u64 ns);
+u64 puma_rtt_ewma_ns(void);
+bool puma_lender_suspended(void);
+
+#endif /* PUMA_H */

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A hostile Puma peer: sends one kind of bad input to a lender.
+
+Usage: puma_hostile.py HOST PORT KEY CASE; prints "ok" or raises.  Run in
+the lab's network namespace by test_puma_hostile.py; the lender must log
+the reason and close the connection, and survive.
+"""
+
+import hashlib
+import hmac
+import os
+import socket
+import struct
+import sys
+
+MAGIC = 0x414d5550
+HELLO, AUTH, PUT, GET, GET_REPLY, INVAL, SUSPEND, RESUME, PING, PONG = \
+    range(1, 11)
+BORROWER, LENDER = 1, 2
+HDR = struct.Struct('<IHHIIQ')
+
+
+class Peer:
+    def __init__(self, host, port):
+        self.s = socket.create_connection((host, port), timeout=20)
+        self.seq = 0
+
+    def send(self, t, payload=b'', flags=0, req=0, seq=None, magic=MAGIC,
+             length=None):
+        seq = self.seq if seq is None else seq
+        self.s.sendall(HDR.pack(magic, t, flags,
+                                len(payload) if length is None else length,
+                                seq, req) + payload)
+        self.seq += 1
+
+    def recv_exact(self, n):
+        buf = b''
+        while len(buf) < n:
+            chunk = self.s.recv(n - len(buf))
+            if not chunk:
+                raise EOFError('closed after %d of %d bytes' % (len(buf), n))
+            buf += chunk
+        return buf
+
+    def recv(self):
+        magic, t, flags, length, seq, req = HDR.unpack(self.recv_exact(24))
+        assert magic == MAGIC
+        return t, req, self.recv_exact(length)
+
+    def closed_by_peer(self):
+        """True once the lender closed the connection."""
+        try:
+            while True:
+                if not self.s.recv(65536):
+                    return True
+        except (ConnectionResetError, socket.timeout):
+            return False
+
+    def hello(self):
+        nonce = os.urandom(16)
+        self.send(HELLO, struct.pack('<IHHHH', MAGIC, 1, 1, BORROWER, 0) +
+                  nonce + b'hostile'.ljust(16, b'\0'))
+        t, _, p = self.recv()
+        assert t == HELLO
+        return nonce, p[12:28]
+
+    def handshake(self, key):
+        mine, theirs = self.hello()
+        mac = hmac.new(key, b'puma1-borrower' + mine + theirs,
+                       hashlib.sha256).digest()
+        self.send(AUTH, mac)
+        t, _, p = self.recv()
+        assert t == AUTH
+        want = hmac.new(key, b'puma1-lender' + theirs + mine,
+                        hashlib.sha256).digest()
+        assert hmac.compare_digest(p, want), 'lender proof wrong'
+
+
+def key(index):
+    return struct.pack('<QQIIQ', 1, 2, 3, 0, index)
+
+
+def batch(count, hits=0):
+    return struct.pack('<II', count, hits)
+
+
+def run(host, port, secret, case):
+    p = Peer(host, port)
+    if case == 'bad_magic':
+        p.send(HELLO, bytes(44), magic=0xdeadbeef)
+    elif case == 'oversized':
+        p.send(HELLO, b'', length=1 << 30)
+    elif case == 'wrong_phase':
+        p.send(PUT, batch(1) + key(0))
+    elif case == 'bad_auth':
+        p.hello()
+        p.send(AUTH, bytes(32))
+    elif case == 'replayed_handshake':
+        # A recorded, valid opening replayed on a new connection: the
+        # lender's fresh nonce makes the recorded proof worthless.
+        rec = Peer(host, port)
+        mine, theirs = rec.hello()
+        mac = hmac.new(secret, b'puma1-borrower' + mine + theirs,
+                       hashlib.sha256).digest()
+        rec.s.close()
+        p.send(HELLO, struct.pack('<IHHHH', MAGIC, 1, 1, BORROWER, 0) +
+               mine + bytes(16))
+        p.recv()
+        p.send(AUTH, mac)
+    else:
+        p.handshake(secret)
+        if case == 'replayed_seq':
+            p.send(PING, req=1)
+            assert p.recv()[0] == PONG
+            p.send(PING, req=2, seq=p.seq - 1)
+        elif case == 'truncated':
+            p.s.sendall(HDR.pack(MAGIC, PUT, 0, 8 + 32 + 4096, p.seq, 0) +
+                        batch(1) + key(0) + bytes(100))
+            p.s.shutdown(socket.SHUT_WR)
+        elif case == 'zero_count':
+            p.send(PUT, batch(0) + key(0))
+        elif case == 'count_mismatch':
+            p.send(PUT, batch(2) + key(0) + bytes(4096))
+        elif case == 'wrong_role':
+            p.send(GET_REPLY, batch(1) + key(0))
+        elif case == 'reserved_bits':
+            p.send(GET, batch(1) + key(0), flags=0x80)
+        elif case == 'valid':
+            page = os.urandom(4096)
+            p.send(PUT, batch(1) + key(7) + page)
+            p.send(GET, batch(2) + key(7) + key(8), req=42)
+            t, req, r = p.recv()
+            assert (t, req) == (GET_REPLY, 42), (t, req)
+            count, hits = struct.unpack('<II', r[:8])
+            assert (count, hits) == (2, 1), (count, hits)
+            assert r[8:8 + 64] == key(7) + key(8)
+            assert r[72:] == page, 'lender returned other data'
+            p.s.close()
+            return 'ok'
+        elif case == 'capacity':
+            # The lender was set to host 2 pages per borrower.
+            pages = [os.urandom(4096) for _ in range(3)]
+            p.send(PUT, batch(3) + b''.join(key(20 + i) + pages[i]
+                                            for i in range(3)))
+            p.send(GET, batch(3) + key(20) + key(21) + key(22), req=7)
+            t, req, r = p.recv()
+            count, hits = struct.unpack('<II', r[:8])
+            assert (t, req, count, hits) == (GET_REPLY, 7, 3, 0b011), \
+                (t, req, count, hits)
+            assert r[8 + 96:] == pages[0] + pages[1]
+            p.s.close()
+            return 'ok'
+        else:
+            raise SystemExit('unknown case ' + case)
+    assert p.closed_by_peer(), 'lender kept the connection open'
+    return 'ok'
+
+
+if __name__ == '__main__':
+    print(run(sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(),
+              sys.argv[4]))
