@@ -10,6 +10,7 @@ come from our QEMU series; :func:`split_missing` says why they cannot be
 used with the QEMU the lab points at.
 """
 
+import asyncio
 import functools
 import json
 import os
@@ -17,6 +18,7 @@ import subprocess
 import threading
 import time
 
+import qemu.qmp
 from qemu.qmp import legacy as qmp_legacy
 
 from puma_lab import errors
@@ -39,6 +41,20 @@ def balloon_args(hint):
     return ['-object', 'iothread,id=balloon-io',
             '-device', 'virtio-balloon-pci,id=balloon0,iothread=balloon-io,'
                        'free-page-hint=%s' % ('on' if hint else 'off')]
+
+
+def wait_qmp(guest, timeout=60):
+    """Wait until GUEST's QMP socket answers (e.g. a waiting twin)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return guest.qmp('query-status')
+        except Exception as e:  # noqa: B902 - not listening yet
+            if guest.proc.poll() is not None or \
+                    time.monotonic() > deadline:
+                raise errors.LabError('guest %s: no QMP: %s'
+                                      % (guest.name, e))
+            time.sleep(0.2)
 
 
 def twin(guest, name, host, extra_args=()):
@@ -69,13 +85,18 @@ class Migration:
         self.info = None
 
     def start(self):
+        """Set both sides up and start; QEMU's refusals as LabError."""
         caps = CAPABILITIES[self.mode]
-        set_capabilities(self.src, caps)
-        set_capabilities(self.dst, caps)
-        if self.params:
-            self.src.qmp('migrate-set-parameters', **self.params)
-        self.dst.qmp('migrate-incoming', uri=self.uri)
-        self.src.qmp('migrate', uri=self.uri)
+        try:
+            set_capabilities(self.src, caps)
+            set_capabilities(self.dst, caps)
+            if self.params:
+                self.src.qmp('migrate-set-parameters', **self.params)
+            self.dst.qmp('migrate-incoming', uri=self.uri)
+            self.src.qmp('migrate', uri=self.uri)
+        except qemu.qmp.QMPError as e:
+            raise errors.LabError('%s migration of %s refused: %s'
+                                  % (self.mode, self.src.name, e)) from e
         return self
 
     def poll(self):
@@ -126,25 +147,47 @@ def wait_running(guest, timeout=60):
 
 
 class EventLog:
-    """Collects the QMP events of a guest started with ``events=True``."""
+    """Collects the QMP events of a guest started with ``events=True``.
+
+    The monitor lives in its own thread with its own asyncio loop, apart
+    from the one the lab's other QMP connections use.
+    """
 
     def __init__(self, guest):
         self.guest = guest
         self.events = []
         self._stop = threading.Event()
-        self._mon = qmp_legacy.QEMUMonitorProtocol(guest.events_path)
-        self._mon.connect()
+        self._ready = threading.Event()
+        self._error = None
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
+        self._ready.wait(30)
+        if self._error or not self._ready.is_set():
+            raise errors.LabError('guest %s: cannot listen to events: %s'
+                                  % (guest.name, self._error or 'timeout'))
 
     def _loop(self):
-        while not self._stop.is_set():
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        mon = qmp_legacy.QEMUMonitorProtocol(self.guest.events_path)
+        try:
+            mon.connect()
+        except Exception as e:  # noqa: B902 - reported by __init__
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                ev = mon.pull_event(wait=0.5)
+                if ev:
+                    self.events.append(ev)
+        except Exception:  # noqa: B902 - QEMU went away: stop reading
+            pass
+        finally:
             try:
-                ev = self._mon.pull_event(wait=0.5)
-            except Exception:  # noqa: B902 - QEMU went away: stop reading
-                return
-            if ev:
-                self.events.append(ev)
+                mon.close()
+            except Exception:  # noqa: B902 - already gone
+                pass
 
     def named(self, name):
         return [e for e in self.events if e.get('event') == name]
@@ -163,10 +206,6 @@ class EventLog:
     def close(self):
         self._stop.set()
         self._thread.join(5)
-        try:
-            self._mon.close()
-        except Exception:  # noqa: B902 - already gone
-            pass
 
 
 def _probe_qemu(binary):

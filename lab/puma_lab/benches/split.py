@@ -25,7 +25,6 @@ reported as skipped with the reason and null figures.
 
 import argparse
 import sys
-import time
 
 from puma_lab import errors
 from puma_lab import host as host_mod
@@ -70,19 +69,6 @@ def guest_used(guest):
     return info['MemTotal'] - info['MemFree']
 
 
-def wait_qmp(guest, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return guest.qmp('query-status')
-        except Exception as e:  # noqa: B902 - not listening yet
-            if guest.proc.poll() is not None or \
-                    time.monotonic() > deadline:
-                raise errors.LabError('guest %s: no QMP: %s'
-                                      % (guest.name, e))
-            time.sleep(0.2)
-
-
 def measure(lab, hosts, mode, args):
     a, b, c = hosts
     log('%s: booting a %d MiB guest on host a' % (mode, args.mem))
@@ -107,7 +93,7 @@ def measure(lab, hosts, mode, args):
         params['x-split-sub-uris'] = servers[0].uri
         params['x-split-main-limit'] = args.limit * MIB
     dst = qmp_migration.twin(src, '%s-b' % mode, b).start()
-    wait_qmp(dst)
+    qmp_migration.wait_qmp(dst)
     rx0 = [h.link_bytes()[0] for h in (b, c)]
     log('%s: migrating (used %.0f MiB resident, %.0f MiB in the guest)'
         % (mode, fig['used_bytes'] / MIB, fig['guest_used_bytes'] / MIB))
