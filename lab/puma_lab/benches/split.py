@@ -127,6 +127,7 @@ def measure(lab, hosts, mode, args):
         fig['fault_p50_us'] = split.get('fault-latency-p50-us')
         fig['fault_p99_us'] = split.get('fault-latency-p99-us')
         fig['server_stats'] = [s.stats() for s in servers]
+        fig.update(fresh_memory(ga, pid, dst, servers, args.fresh))
     ga.run('kill -TERM %d' % pid)
     verdict = ga.wait(pid, timeout=300)
     if verdict.rc != 0 or 'corrupt=0' not in verdict.out:
@@ -140,6 +141,34 @@ def measure(lab, hosts, mode, args):
     for s in servers:
         s.stop()
     return fig
+
+
+def fresh_memory(ga, pid, dst, servers, mib):
+    """Touch MIB of memory the guest never used, the workload stopped.
+
+    With memverify (PID) stopped, a short second memverify allocates (and
+    checks) MIB of fresh memory: the guest hands out free pages, most of
+    them never used, which the pager must zero-fill locally.
+
+    ``unused_pageins``, over the whole life of the destination: pages the
+    memory servers were asked for (their GET counters) that did not come
+    in as page-ins (x-query-split counts only pages that were remote and
+    came back), i.e. requests for pages the servers never held.
+    """
+    before = dst.qmp('x-query-split')
+    ga.run('kill -STOP %d' % pid)
+    try:
+        ga.run('memverify -m %d -t 0' % mib, timeout=600)
+    finally:
+        ga.run('kill -CONT %d' % pid)
+    after = dst.qmp('x-query-split')
+    asked = sum(s.stats()['gets'] for s in servers)
+    return {
+        'fresh_unused_faults': after['unused-faults'] -
+        before['unused-faults'],
+        'fresh_pageins': after['page-ins'] - before['page-ins'],
+        'unused_pageins': asked - after['page-ins'],
+    }
 
 
 def ratio(num, den, digits=2):
@@ -162,6 +191,8 @@ def run(argv):
     ap.add_argument('--vcpus', type=int, default=2)
     ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS)
     ap.add_argument('--modes', default=','.join(MODES))
+    ap.add_argument('--fresh', type=int, default=192,
+                    help='split: MiB of never-used memory touched at the end')
     ap.add_argument('--timeout', type=int, default=900,
                     help='seconds a migration may take')
     args = ap.parse_args(argv)
@@ -203,7 +234,9 @@ def run(argv):
                                   res.get('precopy', {}).get('total_ms'))
     out['downtime_x_hinted_precopy'] = ratio(
         s.get('downtime_ms'), res.get('hinted', {}).get('downtime_ms'))
-    out['unused_pageins'] = None
+    out['split_fresh_unused_faults'] = s.get('fresh_unused_faults')
+    out['split_fresh_pageins'] = s.get('fresh_pageins')
+    out['unused_pageins'] = s.get('unused_pageins')
     out['fault_p50_us'] = s.get('fault_p50_us')
     out['fault_p99_us'] = s.get('fault_p99_us')
     return out
