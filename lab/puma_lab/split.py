@@ -347,6 +347,26 @@ def _ns_qemus(host):
     return found
 
 
+def start_workload(g, mib, rate):
+    """memverify on MIB rewritten at RATE MiB/s in guest G; its pid."""
+    pid = g.agent.spawn('exec memverify -m %d -t 36000 -r %d -p %s'
+                        % (mib, rate, migration.PROGRESS))
+    migration.wait_rounds(g.agent, 1, timeout=300)
+    return pid
+
+
+def walk(g, n=2):
+    """Let memverify check and rewrite its whole working set N times."""
+    ga = g.agent
+    return migration.wait_rounds(ga, migration.rounds(ga) + n, timeout=600)
+
+
+def stop_workload(g, pid):
+    """End memverify after a last full check; its result."""
+    g.agent.run('kill -TERM %d' % pid)
+    return g.agent.wait(pid, timeout=300)
+
+
 def make_guest(driver, lab, host, name, **kw):
     cls = {'qmp': QmpGuest, 'virsh': VirshGuest}[driver]
     return cls(lab, host, name, **kw)

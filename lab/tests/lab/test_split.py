@@ -18,7 +18,6 @@ import pytest
 
 from puma_lab import errors
 from puma_lab import memserver
-from puma_lab import migration
 from puma_lab import split
 
 MEM_MB = 512
@@ -38,21 +37,15 @@ def driver(request):
 
 
 def workload(g):
-    pid = g.agent.spawn('exec memverify -m %d -t 36000 -r %d -p %s'
-                        % (WSS_MB, RATE, migration.PROGRESS))
-    migration.wait_rounds(g.agent, 1, timeout=300)
-    return pid
+    return split.start_workload(g, WSS_MB, RATE)
 
 
 def walk(g, n=2):
-    """Let memverify check and rewrite the whole working set N times."""
-    ga = g.agent
-    return migration.wait_rounds(ga, migration.rounds(ga) + n, timeout=600)
+    return split.walk(g, n)
 
 
 def verified(g, pid):
-    g.agent.run('kill -TERM %d' % pid)
-    res = g.agent.wait(pid, timeout=300)
+    res = split.stop_workload(g, pid)
     assert res.rc == 0 and 'corrupt=0' in res.out, res
     return res
 
