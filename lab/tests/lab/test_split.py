@@ -72,7 +72,7 @@ def server_empty(srv, timeout=60):
     return st
 
 
-def test_split_there_and_back(lab, driver):
+def test_split_there_and_back(driver, lab):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
     g = split.make_guest(driver, lab, a, 'vm1', mem_mb=MEM_MB)
@@ -108,7 +108,7 @@ def test_split_there_and_back(lab, driver):
     assert srv.alive()
 
 
-def test_mirror_survives_a_dead_server(lab, driver):
+def test_mirror_survives_a_dead_server(driver, lab):
     a, b, c, d = split.make_hosts(lab, driver, ('a', 'b', 'c', 'd'))
     s1 = memserver.MemoryServer(c).start()
     s2 = memserver.MemoryServer(d).start()
@@ -132,7 +132,7 @@ def test_mirror_survives_a_dead_server(lab, driver):
     verified(g, pid)
 
 
-def test_lost_server_pauses_then_resumes(lab, driver):
+def test_lost_server_pauses_then_resumes(driver, lab):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
     g = split.make_guest(driver, lab, a, 'vm3', mem_mb=MEM_MB)
@@ -158,7 +158,7 @@ def test_lost_server_pauses_then_resumes(lab, driver):
 
 
 @pytest.mark.parametrize('how', ['cancel', 'kill-destination'])
-def test_failed_migration_keeps_source(lab, driver, how):
+def test_failed_migration_keeps_source(driver, lab, how):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
     g = split.make_guest(driver, lab, a, 'vm4', mem_mb=MEM_MB)
@@ -192,7 +192,7 @@ def bad_virsh(g, b, argv, match):
         g.host.virsh(*(argv + ['vm5', b.uri]), timeout=300)
 
 
-def test_bad_parameters_leave_the_guest_alone(lab, driver):
+def test_bad_parameters_leave_the_guest_alone(driver, lab):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
     g = split.make_guest(driver, lab, a, 'vm5', mem_mb=MEM_MB)
