@@ -21,6 +21,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 
 from puma_lab import agent
 from puma_lab import errors
@@ -72,9 +73,13 @@ class QmpGuest:
         self.name = name
         self.host = host
         self.hops = 0
+        # One UUID for all its QEMUs, as libvirt does: the memory server
+        # namespace of a VM is named after it.
         self.vm = vm.Guest(lab, '%s-%s%d' % (name, host.name, 0),
                            kernel=kernel, mem_mb=mem_mb, vcpus=vcpus,
-                           ns=host.ns, events=True).start().wait_booted()
+                           ns=host.ns, events=True,
+                           extra_args=['-uuid', str(uuid.uuid4())])
+        self.vm.start().wait_booted()
         self.mig = None
         self.dst = None
         self.dst_host = None

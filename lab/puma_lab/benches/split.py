@@ -25,6 +25,7 @@ reported as skipped with the reason and null figures.
 
 import argparse
 import sys
+import uuid
 
 from puma_lab import errors
 from puma_lab import host as host_mod
@@ -74,7 +75,8 @@ def measure(lab, hosts, mode, args):
     log('%s: booting a %d MiB guest on host a' % (mode, args.mem))
     src = vm.Guest(lab, '%s-a' % mode, kernel=args.kernel, mem_mb=args.mem,
                    vcpus=args.vcpus, ns=a.ns,
-                   extra_args=qmp_migration.balloon_args(mode == 'hinted'))
+                   extra_args=['-uuid', str(uuid.uuid4())] +
+                   qmp_migration.balloon_args(mode == 'hinted'))
     src.start().wait_booted()
     src.run('modprobe virtio_balloon')
     pid = src.agent.spawn('exec memverify -m %d -t 36000 -r %d -p %s'

@@ -166,7 +166,8 @@ def test_failed_migration_keeps_source(driver, lab, how):
     # Slow enough (16 MiB/s) to be caught in the middle.
     g.migrate_start(b, [srv], LIMIT, bandwidth=16)
     time.sleep(3)
-    assert g.migration_status()['status'] == 'active'
+    assert g.migration_status()['status'] not in ('none', 'completed',
+                                                  'failed', 'cancelled')
     if how == 'cancel':
         g.cancel()
     else:
