@@ -229,6 +229,7 @@ def run(argv):
         'postcopy_blocktime_ms')
     s = res.get('split', {})
     out['split_unused_faults'] = s.get('unused_faults')
+    out['split_at_switchover'] = s.get('split_at_switchover')
     out['split_state'] = s.get('split')
     out['split_servers'] = s.get('server_stats')
     out['bytes_x_used'] = out['split_bytes_x_used']
