@@ -126,8 +126,11 @@ def measure(lab, hosts, mode, args):
         fig['split'] = split
         fig['pageins'] = split.get('page-ins')
         fig['unused_faults'] = split.get('unused-faults')
-        fig['fault_p50_us'] = split.get('fault-latency-p50-us')
-        fig['fault_p99_us'] = split.get('fault-latency-p99-us')
+        # Percentiles of no fault at all are no figure.
+        fig['remote_faults'] = sum(split.get('fault-latency-histogram', []))
+        if fig['remote_faults']:
+            fig['fault_p50_us'] = split.get('fault-latency-p50-us')
+            fig['fault_p99_us'] = split.get('fault-latency-p99-us')
         fig['server_stats'] = [s.stats() for s in servers]
         fig.update(fresh_memory(ga, pid, dst, servers, args.fresh))
     ga.run('kill -TERM %d' % pid)
@@ -229,6 +232,7 @@ def run(argv):
         'postcopy_blocktime_ms')
     s = res.get('split', {})
     out['split_unused_faults'] = s.get('unused_faults')
+    out['split_remote_faults'] = s.get('remote_faults')
     out['split_at_switchover'] = s.get('split_at_switchover')
     out['split_state'] = s.get('split')
     out['split_servers'] = s.get('server_stats')
