@@ -42,7 +42,7 @@ def split_demo(kernel):
               % (SPLIT_WSS_MB, SPLIT_LIMIT_MB, how))
         t0 = time.monotonic()
         g.migrate(b, [srv], SPLIT_LIMIT_MB << 20)
-        print('migration took %.1f s; split-vm runs on host b, paging from c'
+        print('migration took %.1f s; split-vm runs on host b'
               % (time.monotonic() - t0))
         split.walk(g, 2)
         st = g.qmp('x-query-split')
@@ -56,8 +56,12 @@ def split_demo(kernel):
         res = split.stop_workload(g, pid)
         print('verification: %s' % (res.out.strip() or res.err.strip()))
         ok = res.rc == 0 and 'corrupt=0' in res.out
-        print('RESULT: %s' % ('OK, no corruption' if ok else 'FAILED'))
-        return ok
+        paged = st['page-ins'] > 0
+        print('RESULT: %s' % (
+            'OK, paged from host c, no corruption' if ok and paged else
+            'FAILED: %s' % ('memory corrupt' if not ok else
+                            'no page came from the memory server')))
+        return ok and paged
 
 
 def main(argv=None):
