@@ -14,12 +14,15 @@ import subprocess
 import time
 
 from qemu.qmp import legacy as qmp_legacy
+from qemu.qmp import protocol as qmp_protocol
+from qemu.qmp import qmp_client
 
 from puma_lab import agent
 from puma_lab import errors
 from puma_lab import netns
 from puma_lab import paths
 
+QMP_NEGOTIATION_TRIES = 5
 BOOT_TIMEOUT = int(os.environ.get('PUMA_BOOT_TIMEOUT', '180'))
 # Console lines that mean the guest will never become ready.
 FATAL_CONSOLE = ('puma-initramfs: FAILED', 'puma-guest: FAILED',
@@ -186,12 +189,22 @@ class Guest:
         raise self._diagnose('did not boot within %ds' % timeout)
 
     def qmp(self, cmd, **args):
-        mon = qmp_legacy.QEMUMonitorProtocol(self.qmp_path)
-        try:
-            mon.connect()
-            return mon.cmd(cmd, **args)
-        finally:
-            mon.close()
+        for attempt in range(QMP_NEGOTIATION_TRIES):
+            mon = qmp_legacy.QEMUMonitorProtocol(self.qmp_path)
+            try:
+                mon.connect()
+                return mon.cmd(cmd, **args)
+            except qmp_protocol.ConnectError as e:
+                # An event QEMU sends while the session is being set up
+                # (RESUME right after an incoming migration) can come
+                # before the answer to qmp_capabilities, which qemu.qmp
+                # takes for a failed negotiation: connect again.
+                if not isinstance(e.exc, qmp_client.NegotiationError) or \
+                        attempt == QMP_NEGOTIATION_TRIES - 1:
+                    raise
+                time.sleep(0.2)
+            finally:
+                mon.close()
 
     def run(self, command, timeout=60, check=True):
         return self.agent.run(command, timeout=timeout, check=check)
