@@ -178,7 +178,10 @@ class EventLog:
         self._ready.set()
         try:
             while not self._stop.is_set():
-                ev = mon.pull_event(wait=0.5)
+                try:
+                    ev = mon.pull_event(wait=0.5)
+                except asyncio.TimeoutError:
+                    continue
                 if ev:
                     self.events.append(ev)
         except Exception:  # noqa: B902 - QEMU went away: stop reading
