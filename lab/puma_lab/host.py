@@ -30,10 +30,15 @@ READY_TIMEOUT = 60
 
 
 class Host:
-    """One emulated compute host."""
+    """One emulated compute host.
 
-    def __init__(self, lab, name):
+    With ``libvirtd=False`` it is only the namespace and its link: a place
+    for QEMU processes or a memory server started directly.
+    """
+
+    def __init__(self, lab, name, libvirtd=True):
         self.lab = lab
+        self.libvirtd = libvirtd
         self.name = name
         self.index = lab.next_index()
         self.ns = '%s-%s' % (lab.ns, name)
@@ -66,14 +71,34 @@ class Host:
                     % (self.addr, self.addr))
 
     def start(self):
-        for sub, _target in LIBVIRT_DIRS:
-            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
-        self._write_config()
+        os.makedirs(self.dir, exist_ok=True)
         netns.add(self.ns)
         netns.add_veth(self.ns, 'eth0', self.lab.ns, 'v%s' % self.index)
         netns.run('ip', 'link', 'set', 'v%s' % self.index, 'master', 'br0',
                   'up', ns=self.lab.ns)
         netns.set_addr(self.ns, 'eth0', self.addr + '/24')
+        self.lab.register(self, 'host')
+        if self.libvirtd:
+            self._start_libvirtd()
+        return self
+
+    def set_link(self, up):
+        """Plug or unplug the host's cable (its veth end in the switch)."""
+        netns.run('ip', 'link', 'set', 'v%s' % self.index,
+                  'up' if up else 'down', ns=self.lab.ns)
+
+    def link_bytes(self):
+        """(rx, tx) byte counters of the host's network interface."""
+        out = netns.run('cat', '/sys/class/net/eth0/statistics/rx_bytes',
+                        '/sys/class/net/eth0/statistics/tx_bytes',
+                        ns=self.ns)
+        rx, tx = out.split()
+        return int(rx), int(tx)
+
+    def _start_libvirtd(self):
+        for sub, _target in LIBVIRT_DIRS:
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        self._write_config()
         binds = []
         for sub, target in LIBVIRT_DIRS:
             target = os.path.join(self.prefix, target)
@@ -92,7 +117,6 @@ class Host:
                 ['ip', 'netns', 'exec', self.ns, 'unshare', '--mount',
                  '--propagation', 'private', 'sh', '-c', script],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        self.lab.register(self, 'host')
         deadline = time.monotonic() + READY_TIMEOUT
         last = None
         while time.monotonic() < deadline:
@@ -103,7 +127,7 @@ class Host:
                                                   self.dir))
             try:
                 self.virsh('version', timeout=20)
-                return self
+                return
             except errors.LabError as e:
                 last = e
                 time.sleep(0.5)

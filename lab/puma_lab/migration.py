@@ -62,7 +62,11 @@ def wait_agent(host, name, timeout=180):
 
 
 def rounds(ga):
+    """Rounds memverify completed; a LabError once it found corruption."""
     out = ga.run('cat %s 2>/dev/null || true' % PROGRESS).out
+    if 'state=corrupt' in out:
+        raise errors.LabError('memverify in %s found a corrupt page: %s'
+                              % (ga.name, out.strip()))
     for field in out.split():
         if field.startswith('rounds='):
             return int(field[len('rounds='):])

@@ -53,6 +53,12 @@ def qemu_binary():
     return os.path.join(qemu_prefix(), 'bin', 'qemu-system-x86_64')
 
 
+def memory_server():
+    """qemu-memory-server: $PUMA_MEMSRV_PREFIX/bin, else QEMU's prefix."""
+    prefix = os.environ.get('PUMA_MEMSRV_PREFIX') or qemu_prefix()
+    return os.path.join(prefix, 'bin', 'qemu-memory-server')
+
+
 def qemu_img():
     return os.path.join(qemu_prefix(), 'bin', 'qemu-img')
 

@@ -14,12 +14,15 @@ import subprocess
 import time
 
 from qemu.qmp import legacy as qmp_legacy
+from qemu.qmp import protocol as qmp_protocol
+from qemu.qmp import qmp_client
 
 from puma_lab import agent
 from puma_lab import errors
 from puma_lab import netns
 from puma_lab import paths
 
+QMP_NEGOTIATION_TRIES = 5
 BOOT_TIMEOUT = int(os.environ.get('PUMA_BOOT_TIMEOUT', '180'))
 # Console lines that mean the guest will never become ready.
 FATAL_CONSOLE = ('puma-initramfs: FAILED', 'puma-guest: FAILED',
@@ -63,9 +66,13 @@ class Guest:
 
     def __init__(self, lab, name, kernel='6.1', mem_mb=512, vcpus=1,
                  disks=(), nics=0, share=None, cpu='max', append='',
-                 extra_args=()):
+                 extra_args=(), ns=None, events=False):
         self.lab = lab
+        # The namespace QEMU runs in: the lab's, or an emulated host's.
+        self.ns = ns or lab.ns
+        self.events = events
         self.name = name
+        self.kernel_name = kernel
         self.kernel = paths.kernel(kernel)
         self.mem_mb = mem_mb
         self.vcpus = vcpus
@@ -78,6 +85,7 @@ class Guest:
         self.dir = lab.path(name)
         self.qmp_path = os.path.join(self.dir, 'qmp.sock')
         self.qga_path = os.path.join(self.dir, 'qga.sock')
+        self.events_path = os.path.join(self.dir, 'events.sock')
         self.console_log = os.path.join(self.dir, 'console.log')
         self.qemu_log = os.path.join(self.dir, 'qemu.log')
         self.index = lab.next_index()
@@ -124,18 +132,26 @@ class Guest:
                      % self.share,
                      '-device', 'virtio-9p-pci,fsdev=fs0,mount_tag=host']
             cmdline.append('puma.share=host')
+        if self.events:
+            # A second monitor, for a client that listens to events while
+            # commands come and go on the first one.
+            argv += ['-chardev', 'socket,id=ev0,path=%s,server=on,wait=off'
+                     % self.events_path, '-mon', 'chardev=ev0,mode=control']
         if self.append:
             cmdline.append(self.append)
         argv += ['-append', ' '.join(cmdline)] + self.extra_args
         return argv
 
     def start(self):
+        if self.taps and self.ns != self.lab.ns:
+            raise errors.LabError('guest %s: lab NICs need the lab namespace'
+                                  % self.name)
         os.makedirs(self.dir, exist_ok=True)
         for tap in self.taps:
             netns.add_tap(self.lab.ns, tap)
         with open(self.qemu_log, 'w') as log:
             self.proc = subprocess.Popen(
-                ['ip', 'netns', 'exec', self.lab.ns] + self.argv(),
+                ['ip', 'netns', 'exec', self.ns] + self.argv(),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.lab.register(self, 'guest')
         return self
@@ -176,12 +192,22 @@ class Guest:
         raise self._diagnose('did not boot within %ds' % timeout)
 
     def qmp(self, cmd, **args):
-        mon = qmp_legacy.QEMUMonitorProtocol(self.qmp_path)
-        try:
-            mon.connect()
-            return mon.cmd(cmd, **args)
-        finally:
-            mon.close()
+        for attempt in range(QMP_NEGOTIATION_TRIES):
+            mon = qmp_legacy.QEMUMonitorProtocol(self.qmp_path)
+            try:
+                mon.connect()
+                return mon.cmd(cmd, **args)
+            except qmp_protocol.ConnectError as e:
+                # An event QEMU sends while the session is being set up
+                # (RESUME right after an incoming migration) can come
+                # before the answer to qmp_capabilities, which qemu.qmp
+                # takes for a failed negotiation: connect again.
+                if not isinstance(e.exc, qmp_client.NegotiationError) or \
+                        attempt == QMP_NEGOTIATION_TRIES - 1:
+                    raise
+                time.sleep(0.2)
+            finally:
+                mon.close()
 
     def run(self, command, timeout=60, check=True):
         return self.agent.run(command, timeout=timeout, check=check)

@@ -1,0 +1,249 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Split migration against upstream QEMU's precopy, hinting and post-copy.
+
+One guest configuration (default 1 GiB, about half of it never touched)
+runs ``memverify`` on a working set larger than split mode's main-host
+limit, rewriting all of it at a steady rate (-r MiB/s).  The same guest is
+booted afresh on host A for each mode and migrated over QMP to host B:
+
+- ``precopy``: plain precopy;
+- ``hinted``: precopy with virtio-balloon free page hinting (an iothread,
+  free-page-hint=on);
+- ``postcopy``: precopy for one pass over memory, then post-copy;
+- ``split``: x-split, cold pages to a memory server on host C.
+
+Per mode: total time and downtime (source ``query-migrate``), bytes on the
+wire (bytes received by hosts B and C during the migration, from their
+interface counters; QEMU's ``ram.transferred`` beside it), the guest
+memory resident on the source when the migration starts ("used").  After
+the migration the workload walks its working set twice more, then must
+report no corrupt page: post-migration page-ins come from
+``ram.postcopy-requests`` (post-copy) and ``x-query-split`` (split, with
+its fault latency percentiles).  A mode the lab's QEMU cannot run is
+reported as skipped with the reason and null figures.
+"""
+
+import argparse
+import sys
+import uuid
+
+from puma_lab import errors
+from puma_lab import host as host_mod
+from puma_lab import lab as lab_mod
+from puma_lab import memserver
+from puma_lab import migration
+from puma_lab import paths
+from puma_lab import qmp_migration
+from puma_lab import vm
+
+MODES = ('precopy', 'hinted', 'postcopy', 'split')
+MIB = 1024 * 1024
+
+
+def log(msg):
+    print('split bench: %s' % msg, file=sys.stderr, flush=True)
+
+
+def ram_resident(guest):
+    """Bytes of guest RAM resident in GUEST's QEMU (its largest mapping)."""
+    best = (0, 0)
+    size = None
+    with open('/proc/%d/smaps' % guest.proc.pid) as f:
+        for line in f:
+            if line.startswith('Size:'):
+                size = int(line.split()[1])
+            elif line.startswith('Rss:') and size is not None:
+                best = max(best, (size, int(line.split()[1])))
+                size = None
+    if best[0] < guest.mem_mb * 1024:
+        raise errors.LabError('guest %s: no %d MiB RAM mapping in QEMU'
+                              % (guest.name, guest.mem_mb))
+    return best[1] * 1024
+
+
+def guest_used(guest):
+    """MemTotal - MemFree inside the guest, bytes."""
+    info = {}
+    for line in guest.run('cat /proc/meminfo').out.splitlines():
+        key, _, val = line.partition(':')
+        info[key] = int(val.split()[0]) * 1024
+    return info['MemTotal'] - info['MemFree']
+
+
+def measure(lab, hosts, mode, args):
+    a, b, c = hosts
+    log('%s: booting a %d MiB guest on host a' % (mode, args.mem))
+    src = vm.Guest(lab, '%s-a' % mode, kernel=args.kernel, mem_mb=args.mem,
+                   vcpus=args.vcpus, ns=a.ns,
+                   extra_args=['-uuid', str(uuid.uuid4())] +
+                   qmp_migration.balloon_args(mode == 'hinted'))
+    src.start().wait_booted()
+    src.run('modprobe virtio_balloon')
+    pid = src.agent.spawn('exec memverify -m %d -t 36000 -r %d -p %s'
+                          % (args.wss, args.rate, migration.PROGRESS))
+    migration.wait_rounds(src.agent, 1, timeout=600)
+    fig = {'used_bytes': ram_resident(src),
+           'guest_used_bytes': guest_used(src)}
+    params = {}
+    if args.bandwidth:
+        params['max-bandwidth'] = args.bandwidth * MIB
+        if mode == 'postcopy':
+            params['max-postcopy-bandwidth'] = args.bandwidth * MIB
+    servers = []
+    if mode == 'split':
+        servers = [memserver.MemoryServer(c, max_mb=args.mem).start()]
+        params['x-split-sub-uris'] = servers[0].uri
+        params['x-split-main-limit'] = args.limit * MIB
+    dst = qmp_migration.twin(src, '%s-b' % mode, b).start()
+    qmp_migration.wait_qmp(dst)
+    rx0 = [h.link_bytes()[0] for h in (b, c)]
+    log('%s: migrating (used %.0f MiB resident, %.0f MiB in the guest)'
+        % (mode, fig['used_bytes'] / MIB, fig['guest_used_bytes'] / MIB))
+    mig = qmp_migration.Migration(src, dst, b, mode, params).start()
+    info = mig.wait(timeout=args.timeout)
+    rx1 = [h.link_bytes()[0] for h in (b, c)]
+    qmp_migration.wait_running(dst)
+    ram = info.get('ram', {})
+    fig.update({
+        'total_ms': info.get('total-time'),
+        'downtime_ms': info.get('downtime'),
+        'setup_ms': info.get('setup-time'),
+        'wire_bytes': sum(rx1) - sum(rx0),
+        'ram_transferred': ram.get('transferred'),
+        'dirty_syncs': ram.get('dirty-sync-count'),
+    })
+    ga = dst.agent
+    if mode == 'split':
+        fig['split_at_switchover'] = dst.qmp('x-query-split')
+    # The workload walks its whole working set twice on the destination.
+    migration.wait_rounds(ga, migration.rounds(ga) + 2, timeout=600)
+    if mode == 'postcopy':
+        fig['pageins'] = mig.poll().get('ram', {}).get('postcopy-requests')
+        dinfo = dst.qmp('query-migrate')
+        fig['postcopy_blocktime_ms'] = dinfo.get('postcopy-blocktime')
+    if mode == 'split':
+        split = dst.qmp('x-query-split')
+        fig['split'] = split
+        fig['pageins'] = split.get('page-ins')
+        fig['unused_faults'] = split.get('unused-faults')
+        # Percentiles of no fault at all are no figure.
+        fig['remote_faults'] = sum(split.get('fault-latency-histogram', []))
+        if fig['remote_faults']:
+            fig['fault_p50_us'] = split.get('fault-latency-p50-us')
+            fig['fault_p99_us'] = split.get('fault-latency-p99-us')
+        fig['server_stats'] = [s.stats() for s in servers]
+        fig.update(fresh_memory(ga, pid, dst, servers, args.fresh))
+    ga.run('kill -TERM %d' % pid)
+    verdict = ga.wait(pid, timeout=300)
+    if verdict.rc != 0 or 'corrupt=0' not in verdict.out:
+        raise errors.LabError('%s: memverify failed after migration: %s%s'
+                              % (mode, verdict.out, verdict.err))
+    fig['verify'] = verdict.out.strip()
+    log('%s: %s' % (mode, {k: v for k, v in fig.items()
+                           if k not in ('split', 'split_at_switchover')}))
+    for g in (dst, src):
+        g.stop()
+    for s in servers:
+        s.stop()
+    return fig
+
+
+def fresh_memory(ga, pid, dst, servers, mib):
+    """Touch MIB of memory the guest never used, the workload stopped.
+
+    With memverify (PID) stopped, a short second memverify allocates (and
+    checks) MIB of fresh memory: the guest hands out free pages, most of
+    them never used, which the pager must zero-fill locally.
+
+    ``unused_pageins``, over the whole life of the destination: pages the
+    memory servers were asked for (their GET counters) that did not come
+    in as page-ins (x-query-split counts only pages that were remote and
+    came back), i.e. requests for pages the servers never held.
+    """
+    before = dst.qmp('x-query-split')
+    ga.run('kill -STOP %d' % pid)
+    try:
+        ga.run('memverify -m %d -t 0' % mib, timeout=600)
+    finally:
+        ga.run('kill -CONT %d' % pid)
+    after = dst.qmp('x-query-split')
+    asked = sum(s.stats()['gets'] for s in servers)
+    return {
+        'fresh_unused_faults': after['unused-faults'] -
+        before['unused-faults'],
+        'fresh_pageins': after['page-ins'] - before['page-ins'],
+        'unused_pageins': asked - after['page-ins'],
+    }
+
+
+def ratio(num, den, digits=2):
+    if num is None or not den:
+        return None
+    return round(num / den, digits)
+
+
+def run(argv):
+    ap = argparse.ArgumentParser(prog='lab/bench split')
+    ap.add_argument('--mem', type=int, default=1024, help='guest MiB')
+    ap.add_argument('--wss', type=int, default=384,
+                    help='working set MiB rewritten by memverify')
+    ap.add_argument('--rate', type=int, default=32,
+                    help='MiB/s the working set is rewritten at')
+    ap.add_argument('--limit', type=int, default=256,
+                    help='split: main-host resident limit, MiB')
+    ap.add_argument('--bandwidth', type=int, default=0,
+                    help='migration bandwidth cap, MiB/s (0: none)')
+    ap.add_argument('--vcpus', type=int, default=2)
+    ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS)
+    ap.add_argument('--modes', default=','.join(MODES))
+    ap.add_argument('--fresh', type=int, default=192,
+                    help='split: MiB of never-used memory touched at the end')
+    ap.add_argument('--timeout', type=int, default=900,
+                    help='seconds a migration may take')
+    args = ap.parse_args(argv)
+    modes = args.modes.split(',')
+    for m in modes:
+        if m not in MODES:
+            raise errors.LabError('unknown mode %r (known: %s)'
+                                  % (m, ', '.join(MODES)))
+    out = {'mem_mb': args.mem, 'wss_mb': args.wss, 'rate_mbs': args.rate,
+           'limit_mb': args.limit, 'bandwidth_mbs': args.bandwidth,
+           'kernel': args.kernel, 'qemu': paths.qemu_binary(),
+           'skipped': {}}
+    res = {}
+    with lab_mod.Lab('bench-split') as lab:
+        hosts = [host_mod.Host(lab, n, libvirtd=False).start()
+                 for n in ('a', 'b', 'c')]
+        for mode in modes:
+            why = qmp_migration.split_missing() if mode == 'split' else None
+            if why:
+                log('split: skipped: %s' % why)
+                out['skipped'][mode] = why
+                continue
+            res[mode] = measure(lab, hosts, mode, args)
+    for mode in MODES:
+        f = res.get(mode, {})
+        for key in ('total_ms', 'downtime_ms', 'wire_bytes',
+                    'ram_transferred', 'used_bytes', 'pageins'):
+            out['%s_%s' % (mode, key)] = f.get(key)
+        out['%s_bytes_x_used' % mode] = ratio(f.get('wire_bytes'),
+                                              f.get('used_bytes'))
+    out['postcopy_blocktime_ms'] = res.get('postcopy', {}).get(
+        'postcopy_blocktime_ms')
+    s = res.get('split', {})
+    out['split_unused_faults'] = s.get('unused_faults')
+    out['split_remote_faults'] = s.get('remote_faults')
+    out['split_at_switchover'] = s.get('split_at_switchover')
+    out['split_state'] = s.get('split')
+    out['split_servers'] = s.get('server_stats')
+    out['bytes_x_used'] = out['split_bytes_x_used']
+    out['time_x_precopy'] = ratio(s.get('total_ms'),
+                                  res.get('precopy', {}).get('total_ms'))
+    out['downtime_x_hinted_precopy'] = ratio(
+        s.get('downtime_ms'), res.get('hinted', {}).get('downtime_ms'))
+    out['split_fresh_unused_faults'] = s.get('fresh_unused_faults')
+    out['split_fresh_pageins'] = s.get('fresh_pageins')
+    out['unused_pageins'] = s.get('unused_pageins')
+    out['fault_p50_us'] = s.get('fault_p50_us')
+    out['fault_p99_us'] = s.get('fault_p99_us')
+    return out

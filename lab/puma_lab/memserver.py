@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The memory server of split migration, run on an emulated host.
+
+``qemu-memory-server`` (contrib/memory-server in our QEMU series) holds the
+cold pages of split-migrated guests.  :class:`MemoryServer` starts it in a
+host's namespace, waits for its ``listening on`` line, stops it with
+SIGTERM (a clean exit is part of its contract) or kills it, and reads its
+counters with the protocol's STATS request
+(include/qemu/memory-server-proto.h).
+"""
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import time
+
+from puma_lab import errors
+from puma_lab import netns
+from puma_lab import paths
+
+READY_TIMEOUT = 30
+MAGIC = 0x31534d50
+VERSION = 1
+PAGE_SIZE = 4096
+OP_HELLO, OP_STATS, OP_DROP, OP_BYE = 1, 5, 6, 7
+HEADER = struct.Struct('<IHHII')
+STATS_FIELDS = ('vm_pages', 'total_pages', 'limit_pages', 'puts', 'gets',
+                'discards', 'errors', 'connections')
+# The namespace the lab's STATS probe says hello with; dropped after.
+PROBE_VM = 'puma-lab-stats-probe'
+
+
+class MemoryServer:
+    """One ``qemu-memory-server`` process on HOST, port PORT."""
+
+    def __init__(self, host, port=7800, max_mb=2048, name=None):
+        self.host = host
+        self.port = port
+        self.max_mb = max_mb
+        self.name = name or 'memsrv-%s-%d' % (host.name, port)
+        self.dir = host.lab.path(self.name)
+        self.log = os.path.join(self.dir, 'memsrv.log')
+        self.pidfile = os.path.join(self.dir, 'memsrv.pid')
+        self.proc = None
+
+    @property
+    def uri(self):
+        return 'tcp:%s:%d' % (self.host.addr, self.port)
+
+    def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        argv = [paths.memory_server(), '--listen',
+                '%s:%d' % (self.host.addr, self.port),
+                '--max-memory', '%dM' % self.max_mb,
+                '--pidfile', self.pidfile]
+        with open(self.log, 'w') as log:
+            self.proc = subprocess.Popen(
+                ['ip', 'netns', 'exec', self.host.ns] + argv,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        self.host.lab.register(self, 'guest')
+        want = 'memory-server: listening on %s:%d' % (self.host.addr,
+                                                      self.port)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise errors.LabError('%s exited with %d before listening: %s'
+                                      % (self.name, self.proc.returncode,
+                                         self.output()))
+            if want in self.output():
+                return self
+            time.sleep(0.1)
+        raise errors.LabError('%s: no %r within %ds: %s'
+                              % (self.name, want, READY_TIMEOUT,
+                                 self.output()))
+
+    def output(self):
+        try:
+            with open(self.log, errors='replace') as f:
+                return f.read()
+        except FileNotFoundError:
+            return ''
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        """Crash it (SIGKILL): what a dead sub host looks like."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout=15):
+        """SIGTERM; its exit status (None if it was not running)."""
+        if not self.alive():
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise errors.LabError('%s ignored SIGTERM for %ds'
+                                  % (self.name, timeout))
+
+    def stats(self, timeout=10):
+        """The server's STATS counters (pages), as a dict."""
+        return stats(self.host, self.port, timeout)
+
+
+def _request(sock, op, seq, payload=b''):
+    sock.sendall(HEADER.pack(MAGIC, op, 0, seq, len(payload)) + payload)
+    head = _recv(sock, HEADER.size)
+    magic, rop, status, rseq, length = HEADER.unpack(head)
+    if magic != MAGIC or rop != op or rseq != seq:
+        raise errors.LabError('memory server: bad reply header %r' % (head,))
+    return status, _recv(sock, length)
+
+
+def _recv(sock, n):
+    buf = b''
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise errors.LabError('memory server closed the connection')
+        buf += chunk
+    return buf
+
+
+def stats(host, port, timeout=10):
+    """STATS from the server at HOST:PORT, from inside HOST's namespace.
+
+    The probe says hello with its own VM id, so ``total_pages`` is what
+    the server holds for real guests; its empty namespace is dropped.
+    """
+    script = ('import sys; sys.path.insert(0, %r); '
+              'from puma_lab import memserver; '
+              'print(memserver.local_stats(%r, %d, %r))'
+              % (os.path.dirname(os.path.dirname(__file__)), host.addr, port,
+                 float(timeout)))
+    out = netns.run('python3', '-c', script, ns=host.ns, timeout=timeout + 5)
+    return dict(zip(STATS_FIELDS, (int(v) for v in out.split())))
+
+
+def local_stats(addr, port, timeout):
+    """STATS over a connection from this process's namespace."""
+    vm_id = PROBE_VM.encode()
+    with socket.create_connection((addr, port), timeout=timeout) as s:
+        status, _ = _request(s, OP_HELLO, 1,
+                             struct.pack('<HHI', VERSION, len(vm_id),
+                                         PAGE_SIZE) + vm_id)
+        if status:
+            raise errors.LabError('memory server refused HELLO: status %d'
+                                  % status)
+        status, body = _request(s, OP_STATS, 2)
+        if status:
+            raise errors.LabError('memory server refused STATS: status %d'
+                                  % status)
+        values = struct.unpack('<%dQ' % len(STATS_FIELDS),
+                               body[:8 * len(STATS_FIELDS)])
+        _request(s, OP_DROP, 3)
+        _request(s, OP_BYE, 4)
+    return ' '.join(str(v) for v in values)

@@ -1,0 +1,242 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Split migration with remote paging: real guests, three emulated hosts.
+
+A guest on host A runs memverify on a working set larger than the main
+host's limit; it is split-migrated to host B with its cold pages on a
+memory server on host C, keeps running while it pages, and must verify
+every page throughout and after.  Each test runs twice: through libvirt
+(``virsh migrate --split ...``) and straight over QMP; a driver whose
+stack lacks split support (probed: QEMU's x-split capability and
+x-query-split command, the memory server binary, virsh's --split options)
+is skipped with that reason.
+"""
+
+import re
+import time
+
+import pytest
+
+from puma_lab import errors
+from puma_lab import memserver
+from puma_lab import split
+
+MEM_MB = 512
+WSS_MB = 160          # memverify's working set, rewritten at RATE MiB/s
+RATE = 32
+LIMIT = 128 << 20     # main-host resident limit: below the working set
+PAGE = 4096
+
+
+@pytest.fixture(params=split.DRIVERS)
+def driver(request):
+    why = split.missing(request.param)
+    if why:
+        pytest.skip('split migration through %s unavailable: %s'
+                    % (request.param, why))
+    return request.param
+
+
+def workload(g):
+    return split.start_workload(g, WSS_MB, RATE)
+
+
+def walk(g, n=2):
+    return split.walk(g, n)
+
+
+def verified(g, pid):
+    res = split.stop_workload(g, pid)
+    assert res.rc == 0 and 'corrupt=0' in res.out, res
+    return res
+
+
+def wait_state(g, want, timeout=180):
+    deadline = time.monotonic() + timeout
+    state = None
+    while time.monotonic() < deadline:
+        state = g.running()
+        if state == want:
+            return state
+        time.sleep(0.5)
+    raise AssertionError('guest %s is %s, not %s, after %ds'
+                         % (g.name, state, want, timeout))
+
+
+def server_empty(srv, timeout=60):
+    """The server's page count drops to 0 (what it holds for guests)."""
+    deadline = time.monotonic() + timeout
+    st = srv.stats()
+    while st['total_pages'] and time.monotonic() < deadline:
+        time.sleep(1)
+        st = srv.stats()
+    return st
+
+
+def test_split_there_and_back(driver, lab):
+    a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
+    srv = memserver.MemoryServer(c).start()
+    g = split.make_guest(driver, lab, a, 'vm1', mem_mb=MEM_MB)
+    pid = workload(g)
+
+    g.migrate(b, [srv], LIMIT)
+    assert g.running() == 'running'
+    walk(g)
+    st = g.qmp('x-query-split')
+    assert st['state'] == 'active', st
+    # Part of the working set lives on C and came back on demand; the
+    # memory the guest never used is neither here nor there.
+    assert st['remote-pages'] > 0 and st['page-ins'] > 0, st
+    assert st['unused-pages'] > 0, st
+    assert st['resident-pages'] + st['remote-pages'] + \
+        st['unused-pages'] >= MEM_MB * 1024 * 1024 // PAGE, st
+    assert [s['state'] for s in st['servers']] == ['up'], st
+    assert c.addr in st['servers'][0]['uri'], st
+    assert srv.stats()['total_pages'] > 0
+    if driver == 'virsh':
+        stats = b.virsh('domstats', '--split', 'vm1')
+        for field in ('split.state', 'split.resident_pages',
+                      'split.remote_pages', 'split.unused_pages',
+                      'split.page_ins', 'split.page_outs'):
+            assert field + '=' in stats, stats
+
+    g.migrate(a, [srv], LIMIT)
+    assert g.running() == 'running'
+    walk(g)
+    assert g.qmp('x-query-split')['state'] == 'active'
+    verified(g, pid)
+    assert g.qemu_left_on(b) == []
+    assert srv.alive()
+
+
+def test_mirror_survives_a_dead_server(driver, lab):
+    a, b, c, d = split.make_hosts(lab, driver, ('a', 'b', 'c', 'd'))
+    s1 = memserver.MemoryServer(c).start()
+    s2 = memserver.MemoryServer(d).start()
+    g = split.make_guest(driver, lab, a, 'vm2', mem_mb=MEM_MB)
+    pid = workload(g)
+    g.migrate(b, [s1, s2], LIMIT)
+    walk(g, 1)
+    assert g.qmp('x-query-split')['state'] == 'active'
+    assert s1.stats()['total_pages'] == s2.stats()['total_pages'] > 0
+
+    s1.kill()
+    walk(g)
+    st = g.qmp('x-query-split')
+    assert g.running() == 'running'
+    assert st['page-ins'] > 0, st
+    # Nothing to re-mirror onto: one copy left, and the pager says so.
+    assert st['state'] == 'degraded', st
+    states = {('up' if s2.host.addr in s['uri'] else 'down'): s['state']
+              for s in st['servers']}
+    assert states == {'up': 'up', 'down': 'down'}, st
+    verified(g, pid)
+
+
+def test_lost_server_pauses_then_resumes(driver, lab):
+    a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
+    srv = memserver.MemoryServer(c).start()
+    g = split.make_guest(driver, lab, a, 'vm3', mem_mb=MEM_MB)
+    pid = workload(g)
+    g.migrate(b, [srv], LIMIT)
+    walk(g, 1)
+    g.watch_events()
+    c.set_link(False)
+    try:
+        lost = g.wait_event('SPLIT_SERVER_LOST', timeout=180)
+        assert re.search(r'"?paused"?\W+true', str(lost).lower()), lost
+        assert g.running() == 'paused'
+        time.sleep(3)
+        # No silent progress on missing memory.
+        assert g.running() == 'paused'
+    finally:
+        c.set_link(True)
+    g.wait_event('SPLIT_SERVER_RECOVERED', timeout=300)
+    wait_state(g, 'running')
+    walk(g)
+    assert g.qmp('x-query-split')['state'] == 'active'
+    verified(g, pid)
+
+
+@pytest.mark.parametrize('how', ['cancel', 'kill-destination'])
+def test_failed_migration_keeps_source(driver, lab, how):
+    a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
+    srv = memserver.MemoryServer(c).start()
+    g = split.make_guest(driver, lab, a, 'vm4', mem_mb=MEM_MB)
+    pid = workload(g)
+    # Slow enough (16 MiB/s) to be caught in the middle.
+    g.migrate_start(b, [srv], LIMIT, bandwidth=16)
+    time.sleep(3)
+    assert g.migration_status()['status'] not in ('none', 'completed',
+                                                  'failed', 'cancelled')
+    if how == 'cancel':
+        g.cancel()
+    else:
+        g.kill_destination()
+    g.wait_source_settled()
+    assert g.host is a
+    assert g.running() == 'running'
+    walk(g)
+    assert g.qemu_left_on(b) == []
+    assert server_empty(srv)['total_pages'] == 0
+    assert srv.alive()
+    verified(g, pid)
+
+
+def bad_qmp(g, b, uris, match):
+    with pytest.raises(errors.LabError, match=match):
+        g.migrate_start(b, uris, LIMIT)
+        g.migrate_wait(timeout=300)
+
+
+def bad_virsh(g, b, argv, match):
+    with pytest.raises(errors.LabError, match=match):
+        g.host.virsh(*(argv + ['vm5', b.uri]), timeout=300)
+
+
+def test_bad_parameters_leave_the_guest_alone(driver, lab):
+    a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
+    srv = memserver.MemoryServer(c).start()
+    g = split.make_guest(driver, lab, a, 'vm5', mem_mb=MEM_MB)
+    pid = workload(g)
+    nobody = 'tcp:%s:7999' % c.addr   # the host is up, no server there
+    if driver == 'qmp':
+        bad_qmp(g, b, ['tcp:no-such-host'], 'no-such-host')
+        bad_qmp(g, b, [nobody], '(?i)%s|refused|connect' % c.addr)
+        bad_qmp(g, b, [srv.uri, srv.uri, srv.uri], 'x-split-sub-uris')
+    else:
+        base = ['migrate', '--live', '--p2p', '--split']
+        bad_virsh(g, b, base + ['--split-sub-host-uri', 'tcp:no-such-host',
+                                '--split-main-limit', str(LIMIT)],
+                  'no-such-host')
+        bad_virsh(g, b, base + ['--split-sub-host-uri', nobody,
+                                '--split-main-limit', str(LIMIT)],
+                  '(?i)%s|refused|connect' % c.addr)
+        bad_virsh(g, b, base + ['--split-mirror-uri', srv.uri,
+                                '--split-main-limit', str(LIMIT)],
+                  'split-sub-host-uri')
+    assert g.host is a
+    assert g.running() == 'running'
+    walk(g)
+    assert g.qemu_left_on(b) == []
+    assert server_empty(srv)['total_pages'] == 0
+    verified(g, pid)
+
+
+def test_zero_main_limit_is_refused(lab):
+    """virsh --split-main-limit 0 would leave nothing resident on B.
+
+    (QEMU's x-split-main-limit 0 means "no limit"; libvirt's
+    split.main-limit is the operator's limit and must not be 0.)
+    """
+    why = split.missing('virsh')
+    if why:
+        pytest.skip('split migration through virsh unavailable: %s' % why)
+    a, b, c = split.make_hosts(lab, 'virsh', ('a', 'b', 'c'))
+    srv = memserver.MemoryServer(c).start()
+    g = split.make_guest('virsh', lab, a, 'vm6', mem_mb=MEM_MB)
+    with pytest.raises(errors.LabError, match='split.main-limit'):
+        g.host.virsh('migrate', '--live', '--p2p', '--split',
+                     '--split-sub-host-uri', srv.uri,
+                     '--split-main-limit', '0', 'vm6', b.uri, timeout=300)
+    assert g.running() == 'running'
+    assert g.qemu_left_on(b) == []
