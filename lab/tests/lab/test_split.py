@@ -72,7 +72,7 @@ def server_empty(srv, timeout=60):
     return st
 
 
-def test_split_there_and_back(driver, lab):
+def test_split_migration_pages_remotely(driver, lab):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
     g = split.make_guest(driver, lab, a, 'vm1', mem_mb=MEM_MB)
@@ -99,12 +99,17 @@ def test_split_there_and_back(driver, lab):
                       'split.page_ins', 'split.page_outs'):
             assert field + '=' in stats, stats
 
-    g.migrate(a, [srv], LIMIT)
+    # A second hop lost pages in earlier tests of this series, so QEMU
+    # refuses it for now (and libvirt refuses a plain migration): the
+    # migration fails, the guest keeps running on B, its memory intact.
+    with pytest.raises(errors.LabError):
+        g.migrate(a, [srv], LIMIT)
+    assert g.host is b
     assert g.running() == 'running'
     walk(g)
     assert g.qmp('x-query-split')['state'] == 'active'
     verified(g, pid)
-    assert g.qemu_left_on(b) == []
+    assert g.qemu_left_on(a) == []
     assert srv.alive()
 
 
