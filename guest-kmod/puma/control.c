@@ -281,6 +281,8 @@ static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
 	}
 	n += sysfs_emit_at(buf, n, "rtt_us %llu\n", puma_rtt_ewma_ns() / 1000);
 	n += sysfs_emit_at(buf, n, "remote_pages %lu\n", puma_index_pages());
+	n += sysfs_emit_at(buf, n, "sequential_marks %lu\n",
+			   puma_index_markers());
 	n += sysfs_emit_at(buf, n, "hosted_pages %lu\n", puma_store_hosted());
 	n += sysfs_emit_at(buf, n, "put_buffers_free %u\n",
 			   puma_put_buffers_free());

@@ -59,7 +59,8 @@ struct puma_file {
 	u32 gen;
 	u32 peers;		/* lenders that got puts of this file */
 	unsigned long seq;	/* invalidations so far */
-	unsigned long nr;	/* entries in pages */
+	unsigned long nr;	/* entries in pages, markers included */
+	unsigned long remote;	/* entries naming a lender */
 	struct xarray pages;
 };
 
@@ -76,6 +77,8 @@ static DEFINE_HASHTABLE(puma_truncs, 6);
 /* Truncations whose record could not be allocated: veto every put. */
 static unsigned int puma_truncs_anon;
 static unsigned long puma_index_nr;
+/* Pages held by lenders: the entries of puma_index_nr that name one. */
+static unsigned long puma_remote_nr;
 /* A truncate end was missed: never take a put again (fail safe). */
 static bool puma_puts_off;
 
@@ -164,6 +167,28 @@ static struct puma_file *puma_file_find(struct inode *inode, bool create)
 	return f;
 }
 
+static void puma_entry_add(struct puma_file *f, unsigned long v)
+{
+	f->nr++;
+	puma_index_nr++;
+	if (v & PUMA_E_PEER_MASK) {
+		f->remote++;
+		puma_remote_nr++;
+	}
+}
+
+/* Account for the erased entry @v of @f; returns its lender or 0. */
+static int puma_entry_del(struct puma_file *f, unsigned long v)
+{
+	f->nr--;
+	puma_index_nr--;
+	if (!(v & PUMA_E_PEER_MASK))
+		return 0;
+	f->remote--;
+	puma_remote_nr--;
+	return v & PUMA_E_PEER_MASK;
+}
+
 static void puma_fkey_fill(const struct puma_file *f, struct puma_fkey *fk)
 {
 	fk->pool = f->pool->epoch;
@@ -175,7 +200,8 @@ static void puma_file_free(struct puma_file *f)
 {
 	lockdep_assert_held(&puma_index_lock);
 	puma_index_nr -= f->nr;
-	puma_count_n(PUMA_STAT_INVAL_PAGES, f->nr);
+	puma_remote_nr -= f->remote;
+	puma_count_n(PUMA_STAT_INVAL_PAGES, f->remote);
 	hash_del(&f->hnode);
 	xa_destroy(&f->pages);
 	kfree(f);
@@ -190,13 +216,12 @@ static u32 puma_file_erase(struct puma_file *f, pgoff_t start, pgoff_t end)
 
 	lockdep_assert_held(&puma_index_lock);
 	xa_for_each_range(&f->pages, idx, entry, start, end) {
-		unsigned long v = xa_to_value(entry);
+		int peer;
 
 		xa_erase(&f->pages, idx);
-		f->nr--;
-		puma_index_nr--;
-		if (v & PUMA_E_PEER_MASK) {
-			peers |= BIT(v & PUMA_E_PEER_MASK);
+		peer = puma_entry_del(f, xa_to_value(entry));
+		if (peer) {
+			peers |= BIT(peer);
 			puma_count(PUMA_STAT_INVAL_PAGES);
 		}
 	}
@@ -231,8 +256,7 @@ static int puma_index_note_put(struct inode *inode, pgoff_t index,
 	old = xa_load(&f->pages, index);
 	if (old && (xa_to_value(old) & PUMA_E_SEQ)) {
 		xa_erase(&f->pages, index);
-		f->nr--;
-		puma_index_nr--;
+		puma_entry_del(f, xa_to_value(old));
 		puma_count(PUMA_STAT_DROP_SEQUENTIAL);
 		return -EBUSY;
 	}
@@ -245,21 +269,20 @@ static int puma_index_note_put(struct inode *inode, pgoff_t index,
 	if (xa_err(xa_store(&f->pages, index, xa_mk_value(peer),
 			    GFP_ATOMIC | __GFP_NOWARN)))
 		return -ENOMEM;
-	if (!old) {
-		f->nr++;
-		puma_index_nr++;
-	}
+	if (!old)
+		puma_entry_add(f, peer);
 	f->peers |= BIT(peer);
 	return 0;
 }
 
 static void puma_file_forget(struct puma_file *f, pgoff_t index)
 {
+	void *old;
+
 	lockdep_assert_held(&puma_index_lock);
-	if (xa_erase(&f->pages, index)) {
-		f->nr--;
-		puma_index_nr--;
-	}
+	old = xa_erase(&f->pages, index);
+	if (old)
+		puma_entry_del(f, xa_to_value(old));
 }
 
 /**
@@ -453,8 +476,7 @@ void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
 		if (xa_err(xa_store(&f->pages, i, xa_mk_value(PUMA_E_SEQ),
 				    GFP_ATOMIC | __GFP_NOWARN)))
 			break;
-		f->nr++;
-		puma_index_nr++;
+		puma_entry_add(f, PUMA_E_SEQ);
 	}
 	spin_unlock_irqrestore(&puma_index_lock, flags);
 }
@@ -514,8 +536,7 @@ void puma_index_drop_peer(int peer)
 			if ((xa_to_value(entry) & PUMA_E_PEER_MASK) != peer)
 				continue;
 			xa_erase(&f->pages, idx);
-			f->nr--;
-			puma_index_nr--;
+			puma_entry_del(f, xa_to_value(entry));
 			puma_count(PUMA_STAT_INVAL_PAGES);
 		}
 		f->peers &= ~BIT(peer);
@@ -632,13 +653,23 @@ void puma_truncate_end(struct address_space *mapping)
 }
 
 /**
- * puma_index_pages - entries in the index (remote pages + markers)
+ * puma_index_pages - pages held by lenders
  *
- * Return: the number of entries.
+ * Return: the number of index entries that name a lender.
  */
 unsigned long puma_index_pages(void)
 {
-	return READ_ONCE(puma_index_nr);
+	return READ_ONCE(puma_remote_nr);
+}
+
+/**
+ * puma_index_markers - pages marked "read sequentially: do not put"
+ *
+ * Return: the number of index entries that name no lender.
+ */
+unsigned long puma_index_markers(void)
+{
+	return READ_ONCE(puma_index_nr) - READ_ONCE(puma_remote_nr);
 }
 
 int puma_index_init(void)

@@ -160,6 +160,7 @@ void puma_index_puts_off(void);
 void puma_truncate_begin(struct address_space *mapping);
 void puma_truncate_end(struct address_space *mapping);
 unsigned long puma_index_pages(void);
+unsigned long puma_index_markers(void);
 
 /* hooks.c */
 int puma_hooks_init(void);
