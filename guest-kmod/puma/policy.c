@@ -14,9 +14,11 @@
  * the lender's own cache is too small for its working set; with MGLRU,
  * the 6.12 default, this counts refaults into recent generations) and
  * direct reclaim scans (pgscan_direct: allocations wait for memory), and
- * the growth of the lender's own memory use (total - free - hosted pages)
- * by more than 1/PUMA_GROW_SHIFT of RAM in one period: a workload that
- * is taking memory fast, before reclaim even starts.  A period with more
+ * the growth of the lender's own memory use (total - free - hosted pages
+ * - TCP buffers) by more than RAM >> PUMA_GROW_SHIFT in one period: a
+ * workload that is taking memory fast, before reclaim even starts.  TCP
+ * buffers do not count: a burst of puts waits in the socket queues before
+ * it becomes hosted pages, and must not make the lender stop lending.  A period with more
  * than puma_cfg.act_threshold activations, any direct scan, or that
  * growth makes the lender busy: it sends SUSPEND to its borrowers and frees
  * every hosted page.  It lends again (RESUME) only after puma_cfg.quiet_ms
@@ -34,12 +36,18 @@
 #include <linux/slab.h>
 #include <linux/vmstat.h>
 #include <linux/workqueue.h>
+#include <net/tcp.h>
 
 #include "puma.h"
 
 #define PUMA_RTT_PROBE		32
 #define PUMA_ACT_PERIOD		(HZ / 2)
-#define PUMA_GROW_SHIFT		6	/* 1/64 of RAM per period */
+/*
+ * 1/16 of RAM per period.  Receiving puts moves memory through network
+ * buffers that TCP does not account (driver rings, per-CPU page lists):
+ * 1/64 was crossed by a 512 MiB lender taking in 56 MiB of puts in 2 s.
+ */
+#define PUMA_GROW_SHIFT		4
 
 static atomic64_t puma_rtt_ewma = ATOMIC64_INIT(0);
 static atomic_t puma_rtt_skip = ATOMIC_INIT(0);
@@ -90,8 +98,10 @@ static void puma_act_read(unsigned long *act, unsigned long *scan,
 	*act = global_node_page_state(WORKINGSET_ACTIVATE_FILE);
 	all_vm_events(puma_events);
 	*scan = puma_events[PGSCAN_DIRECT];
+	/* TCP accounts the memory of its socket buffers in pages. */
 	*own = totalram_pages() - global_zone_page_state(NR_FREE_PAGES) -
-	       puma_store_hosted();
+	       puma_store_hosted() -
+	       max(0L, atomic_long_read(tcp_prot.memory_allocated));
 }
 
 static void puma_act_fn(struct work_struct *work)
