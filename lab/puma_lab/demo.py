@@ -6,6 +6,7 @@ import sys
 import time
 
 from puma_lab.benches import shoot4u
+from puma_lab import demo_puma
 from puma_lab import errors
 from puma_lab import host as host_mod
 from puma_lab import lab as lab_mod
@@ -98,6 +99,8 @@ def main(argv=None):
             if not out.ok:
                 return 1
         if not split_demo(args.kernel):
+            return 1
+        if not demo_puma.run(args.kernel):
             return 1
         print('Shoot4U: a 4-vCPU guest (kvm-shoot4u=on) next to a busy one, '
               'TLB shootdowns with IPIs, then with shoot4u.ko ...')

@@ -28,6 +28,14 @@ listed in ``skipped`` with the reason and its figures are null.
 ``--puma-set NAME=VALUE`` passes ``pumactl set`` knobs to the borrower
 (e.g. the RTT guard, which TCG latencies may trip).
 
+Lender reclaim comparison (Puma case): the lender runs a memory-hungry
+program (``memverify -t 0``: populate, fill and check HOG_SHARE of its RAM)
+once before it lends anything and once while it hosts the borrower's
+pages.  ``lender_alloc_idle_s`` and ``lender_alloc_hosting_s`` are the
+program's run times, ``lender_reclaim_x`` = hosting / idle (1.0: hosted
+pages cost the lender's own allocations nothing), with the hosted pages
+before and after and the lender's shrinker and suspend counters.
+
 Ratios: ``random_x_nopuma`` = Puma / no Puma random IOPS, ``random_x_upper``
 = Puma / upper bound, ``seq_x_nopuma`` = Puma (filter on) / no Puma MiB/s,
 ``upper_x_nopuma`` = upper bound / no Puma (what lending could gain).
@@ -52,6 +60,8 @@ PUMACTL = 'sh /mnt/host/pumactl'
 KEY = 'bench-puma-shared-key'
 PORT = 7400
 CASES = ('nopuma', 'upper', 'puma')
+# Share of the lender's RAM its memory-hungry program takes.
+HOG_SHARE = 0.7
 # fio case name, fio arguments (the file and run time are added).
 FIO = {
     'random': '--rw=randread --bs=4k --ioengine=psync --time_based',
@@ -107,6 +117,12 @@ def summarize(meas, skipped):
                      and not (kind == 'seq' and case == 'upper')}
     out['p50_ms'] = {'%s_%s' % (kind, case): get(case, kind, 'p50_ms')
                      for case in CASES for kind in ('random',)}
+    reclaim = meas.get('puma', {}).get('reclaim', {})
+    for key in ('alloc_idle_s', 'alloc_hosting_s', 'hosted_before',
+                'hosted_after', 'lend_shrunk', 'lend_suspends'):
+        out['lender_' + key] = reclaim.get(key)
+    out['lender_reclaim_x'] = _ratio(reclaim.get('alloc_hosting_s'),
+                                     reclaim.get('alloc_idle_s'))
     out['puma_stats'] = meas.get('puma', {}).get('stats')
     out['skipped'] = skipped
     return out
@@ -194,6 +210,17 @@ def puma_stats(g):
             if v.isdigit()}
 
 
+def lender_hog(g, args):
+    """Seconds the lender takes to populate, fill and check its hog."""
+    mib = int(args.lender_mb * HOG_SHARE)
+    res = g.run('s=$(date +%%s%%N); memverify -m %d -t 0 >/dev/null && '
+                'echo $(( $(date +%%s%%N) - s ))' % mib,
+                timeout=20 * args.runtime + 600)
+    secs = int(res.out.split()[-1]) / 1e9
+    print('%s hog of %d MiB: %.2f s' % (g.name, mib, secs), file=sys.stderr)
+    return round(secs, 3)
+
+
 def wait_ready(g, tries=120):
     for _ in range(tries):
         if ' ready' in pumactl(g, 'peers'):
@@ -203,31 +230,63 @@ def wait_ready(g, tries=120):
                           % (g.name, pumactl(g, 'peers')))
 
 
-def puma_case(lab, args, borrower, share):
-    """Borrower + lender with puma.ko; (figures, None) or (None, reason)."""
+def load_borrower(borrower, share, params=''):
+    """insmod puma.ko PARAMS in BORROWER; None, or why it cannot serve."""
     for f in ('puma.ko', 'pumactl'):
         if not os.path.exists(os.path.join(share, f)):
-            return None, 'guest-kmod builds or ships no %s' % f
-    res = borrower.run('insmod /mnt/host/puma.ko', check=False)
+            return 'guest-kmod builds or ships no %s' % f
+    res = borrower.run('insmod /mnt/host/puma.ko %s' % params, check=False)
     if res.rc:
-        return None, 'insmod puma.ko failed: %s' % res.err.strip()
+        return 'insmod puma.ko failed: %s' % res.err.strip()
     why = puma_missing(borrower)
     if why:
         borrower.run('rmmod puma')
-        return None, why
+    return why
+
+
+def start_lender(lab, args, share):
+    """Boot the lender guest with puma.ko loaded (not lending yet)."""
     lender = boot(lab, 'lender', args, args.lender_mb, [], share=share,
                   nics=1).wait_booted()
     lender.run('insmod /mnt/host/puma.ko')
+    return lender
+
+
+def settle_puts(lender, borrower, tries=240):
+    """Wait until the lender has taken or refused every queued put."""
+    for _ in range(tries):
+        b, lent = puma_stats(borrower), puma_stats(lender)
+        if ('queued=0' in pumactl(borrower, 'peers') and
+                lent['lend_puts'] + lent['lend_drop_nomem'] +
+                lent['lend_drop_capacity'] >= b['puts']):
+            return
+        borrower.run('sleep 0.5')
+    raise errors.LabError('puts did not reach the lender: %r %r'
+                          % (puma_stats(borrower), puma_stats(lender)))
+
+
+def pair(lender, borrower, puma_set=()):
+    """Make LENDER lend to BORROWER and wait for the connection."""
     for g in (lender, borrower):
         pumactl(g, 'key', KEY)
     pumactl(lender, 'port', str(PORT))
     pumactl(lender, 'role', 'lender')
-    for knob in args.puma_set:
+    for knob in puma_set:
         pumactl(borrower, 'set', *knob.split('=', 1))
     pumactl(borrower, 'role', 'borrower')
     pumactl(borrower, 'peer', 'add',
             '%s:%d' % (lender.addrs[0].split('/')[0], PORT))
     wait_ready(borrower)
+
+
+def puma_case(lab, args, borrower, share):
+    """Borrower + lender with puma.ko; (figures, None) or (None, reason)."""
+    why = load_borrower(borrower, share)
+    if why:
+        return None, why
+    lender = start_lender(lab, args, share)
+    reclaim = {'alloc_idle_s': lender_hog(lender, args)}
+    pair(lender, borrower, args.puma_set)
     out = {}
     # The warm-up is a sequential pass: with the filter on, nothing it
     # evicts would reach the lender.
@@ -243,6 +302,15 @@ def puma_case(lab, args, borrower, share):
     out['seq_nofilter'] = fio(borrower, 'seq_nofilter', args)
     out['stats'] = {'borrower': puma_stats(borrower),
                     'lender': puma_stats(lender)}
+    # The lender now hosts the scan's pages; its own program needs them.
+    reclaim['hosted_before'] = out['stats']['lender'].get('hosted_pages')
+    reclaim['alloc_hosting_s'] = lender_hog(lender, args)
+    after = puma_stats(lender)
+    reclaim['hosted_after'] = after.get('hosted_pages')
+    for key in ('lend_shrunk', 'lend_suspends'):
+        reclaim[key] = (after.get(key, 0) -
+                        out['stats']['lender'].get(key, 0))
+    out['reclaim'] = reclaim
     return out, None
 
 

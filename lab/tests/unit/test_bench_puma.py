@@ -33,7 +33,9 @@ def test_puma_not_run_gives_nulls_and_the_reason():
     assert out['upper_x_nopuma'] == 20.0
     for key in ('random_x_nopuma', 'random_x_upper', 'seq_x_nopuma',
                 'random_iops_puma', 'seq_mib_s_puma',
-                'seq_nofilter_mib_s_puma', 'puma_stats'):
+                'seq_nofilter_mib_s_puma', 'puma_stats',
+                'lender_reclaim_x', 'lender_alloc_idle_s',
+                'lender_hosted_before'):
         assert out[key] is None, key
     assert out['p99_ms'] == {'random_nopuma': 6.0, 'seq_nopuma': 9.0,
                              'random_upper': 0.5, 'random_puma': None,
@@ -46,8 +48,18 @@ def test_ratios_when_every_case_ran():
             'upper': {'random': {'iops': 6000.0}},
             'puma': {'random': {'iops': 4500.0}, 'seq': {'mib_s': 23.0},
                      'seq_nofilter': {'mib_s': 40.0},
-                     'stats': {'hits': 7}}}
+                     'stats': {'hits': 7},
+                     'reclaim': {'alloc_idle_s': 2.0,
+                                 'alloc_hosting_s': 2.5,
+                                 'hosted_before': 60000,
+                                 'hosted_after': 100, 'lend_shrunk': 59900,
+                                 'lend_suspends': 1}}}
     out = puma.summarize(meas, {})
+    assert out['lender_reclaim_x'] == 1.25
+    assert out['lender_alloc_hosting_s'] == 2.5
+    assert out['lender_hosted_before'] == 60000
+    assert out['lender_hosted_after'] == 100
+    assert out['lender_lend_shrunk'] == 59900
     assert out['random_x_nopuma'] == 15.0
     assert out['random_x_upper'] == 0.75
     assert out['seq_x_nopuma'] == 0.96
