@@ -8,8 +8,10 @@
  * from the put hook with interrupts off, so their data is copied into a
  * preallocated buffer (puma_put_pool) and the queue is drained by a work
  * item that sends consecutive puts as one batch of up to PUMA_BATCH_MAX
- * pages.  Gets are queued the same way and the reading task sleeps until
- * the answer or a timeout; answers carry the request id, so a late answer
+ * pages.  A get is sent by the reading task itself when the queue is
+ * empty and no one is sending (no worker wakeup on the latency path),
+ * else it is queued the same way; the reading task sleeps until the
+ * answer or a timeout; answers carry the request id, so a late answer
  * finds no request and is dropped.  On a lender, the receiving thread
  * answers gets itself.
  *
@@ -462,6 +464,7 @@ int puma_peer_get(int id, struct puma_get_req *req)
 	struct puma_txbuf *b;
 	struct puma_peer *p;
 	unsigned long flags, left;
+	bool direct = false;
 	unsigned int i;
 	ktime_t t0;
 	int ret;
@@ -494,11 +497,32 @@ int puma_peer_get(int id, struct puma_get_req *req)
 	req->id = ++p->next_req;
 	b->req = req->id;
 	list_add_tail(&req->node, &p->gets);
+	/*
+	 * Nothing queued and no sender: send from this task.  Waking the
+	 * sending worker, maybe on an idle vCPU, costs a guest IPI and a
+	 * host wakeup per get.  Owning tx_mutex with txq empty keeps the
+	 * order: all that was queued before is on the wire, all that is
+	 * queued from now on waits for the mutex.
+	 */
+	if (p->state == PUMA_PEER_READY && list_empty(&p->txq))
+		direct = mutex_trylock(&p->tx_mutex);
 	spin_unlock(&p->lock);
 	t0 = ktime_get();
-	ret = puma_peer_enqueue(p, b);
+	ret = direct ? 0 : puma_peer_enqueue(p, b);
 	spin_unlock_irqrestore(&puma_peers_lock, flags);
-	if (ret) {
+	if (direct) {
+		struct kvec vec[2] = { { }, { .iov_base = b->payload,
+					      .iov_len = len } };
+
+		/*
+		 * On failure the receiver sees the connection end and fails
+		 * every get in flight, this one too, as with a worker's send.
+		 */
+		if (puma_send(p, PUMA_MSG_GET, b->flags, b->req, vec, 2, len))
+			puma_shutdown(p);
+		mutex_unlock(&p->tx_mutex);
+		kfree(b);
+	} else if (ret) {
 		kfree(b);
 		spin_lock_irqsave(&p->lock, flags);
 		list_del_init(&req->node);
@@ -872,6 +896,9 @@ static void puma_peer_down(struct puma_peer *p, int reason)
 
 	puma_shutdown(p);
 	cancel_work_sync(&p->tx_work);
+	/* A get may be sending from its own task (puma_peer_get()). */
+	mutex_lock(&p->tx_mutex);
+	mutex_unlock(&p->tx_mutex);
 	list_for_each_entry_safe(b, btmp, &txq, node)
 		puma_txbuf_free(b);
 	list_for_each_entry_safe(req, rtmp, &gets, node) {
