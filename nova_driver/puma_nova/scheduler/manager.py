@@ -19,7 +19,7 @@ never count the same free memory twice.
 A planning round turns the latest host reports into a model.Cluster,
 asks puma_nova.planning.lending for the pairs to keep, add and revoke,
 stores the result, then gives every host whose set of pairs changed its
-full new set (ComputeClient.apply_pairs).  A host that could not be
+full new set (compute.rpcapi.ComputeAPI.apply_pairs).  A host that could not be
 reached is tried again next round.
 """
 
@@ -72,12 +72,15 @@ def _ledger_view(entry):
 
 
 class SchedulerManager(object):
-    """Endpoint of topic 'puma-scheduler', version 1.0 (see rpcapi)."""
+    """Endpoint of topic 'puma-scheduler' (see scheduler.rpcapi).
+
+    :param compute_api: a puma_nova.compute.rpcapi.ComputeAPI.
+    """
 
     target = messaging.Target(version='1.0')
 
-    def __init__(self, compute_client):
-        self.compute = compute_client
+    def __init__(self, compute_api):
+        self.compute = compute_api
         self._plan_lock = threading.Lock()
         # host -> the pair list it last accepted.
         self._pushed = {}

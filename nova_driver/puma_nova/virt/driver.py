@@ -42,10 +42,11 @@ from oslo_utils import excutils
 from puma_nova.compute import lending
 from puma_nova.compute import manager
 from puma_nova.compute import memory_server
-from puma_nova.compute import rpcapi
-from puma_nova.compute import scheduler_client
+from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova.compute import stats
 from puma_nova.conf import compute as puma_conf
+from puma_nova import rpc
+from puma_nova.scheduler import rpcapi as scheduler_rpcapi
 from puma_nova.virt import ledger
 from puma_nova.virt import lending_vif
 from puma_nova.virt import shoot4u
@@ -66,8 +67,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
     def __init__(self, virtapi, read_only=False):
         super().__init__(virtapi, read_only)
         self._puma_host = CONF.host
-        self._puma_scheduler = scheduler_client.SchedulerClient(
-            timeout=CONF.puma.rpc_timeout)
+        self._puma_scheduler_api = None
         self._puma_compute_api = None
         self._puma_ledger = ledger.LedgerCache(
             self._puma_fetch_ledger, CONF.puma.ledger_cache_seconds)
@@ -100,10 +100,9 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             CONF.libvirt.virt_type in ('qemu', 'kvm') and
             shoot4u.probe(self._host.get_connection(),
                           CONF.libvirt.virt_type))
-        target = messaging.Target(topic=rpcapi.TOPIC, server=host,
-                                  version=rpcapi.VERSION)
-        self._puma_rpc_server = nova_rpc.get_server(
-            target, [manager.PumaComputeEndpoint(self)])
+        self._puma_rpc_server = rpc.get_server(
+            nova_rpc.TRANSPORT, rpc.COMPUTE_TOPIC, host,
+            [manager.PumaComputeEndpoint(self)])
         self._puma_rpc_server.start()
         self._puma_stop.clear()
         if CONF.puma.report_interval:
@@ -112,7 +111,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 daemon=True)
             self._puma_reporter.start()
         LOG.info('Puma: serving %s on %s (Shoot4U %s, split %s)',
-                 rpcapi.TOPIC, host,
+                 rpc.COMPUTE_TOPIC, host,
                  'available' if self._puma_shoot4u else 'unavailable',
                  'allowed' if CONF.puma.split_allowed else 'disabled')
 
@@ -137,11 +136,21 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 LOG.warning('Puma: memory report to the scheduler failed: '
                             '%s', e)
 
+    # Both clients use Nova's transport, which Nova sets up only after it
+    # loaded the driver.
+
+    @property
+    def _puma_scheduler(self):
+        if self._puma_scheduler_api is None:
+            self._puma_scheduler_api = scheduler_rpcapi.SchedulerAPI(
+                nova_rpc.TRANSPORT, timeout=CONF.puma.rpc_timeout)
+        return self._puma_scheduler_api
+
     @property
     def _puma_compute(self):
         if self._puma_compute_api is None:
-            self._puma_compute_api = rpcapi.ComputeAPI(
-                timeout=CONF.puma.rpc_timeout)
+            self._puma_compute_api = compute_rpcapi.ComputeAPI(
+                nova_rpc.TRANSPORT, timeout=CONF.puma.rpc_timeout)
         return self._puma_compute_api
 
     # RPC endpoint helpers (puma_nova.compute.manager) ----------------

@@ -25,6 +25,8 @@ import threading
 from nova import rpc as nova_rpc
 import oslo_messaging as messaging
 
+from puma_nova import rpc
+
 
 class PlanError(Exception):
     pass
@@ -86,8 +88,7 @@ class SchedulerDouble(object):
 
 def serve(endpoint):
     """Serve the double on Nova's (fake) transport; returns the server."""
-    server = nova_rpc.get_server(
-        messaging.Target(topic='puma-scheduler', server='puma-scheduler',
-                         version='1.0'), [endpoint])
+    server = rpc.get_server(nova_rpc.TRANSPORT, rpc.SCHEDULER_TOPIC,
+                            'puma-scheduler', [endpoint])
     server.start()
     return server

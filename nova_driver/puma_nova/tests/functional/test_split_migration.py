@@ -32,6 +32,7 @@ from nova.cmd import manage
 import nova.conf
 from nova import context as nova_context
 from nova import objects
+from nova import rpc as nova_rpc
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
@@ -460,7 +461,7 @@ class ComputeRPCTest(PumaServersTestBase):
 
     def setUp(self):
         super().setUp()
-        self.rpc = rpcapi.ComputeAPI(timeout=10)
+        self.rpc = rpcapi.ComputeAPI(nova_rpc.TRANSPORT, timeout=10)
         self.ctxt = nova_context.get_admin_context()
 
     def test_memory_stats(self):
@@ -547,8 +548,9 @@ class LendingChannelTest(PumaServersTestBase):
         self.assertEqual(1, len(vifs))
         self.assertEqual(lending.tap_name(server['id']),
                          vifs[0].find('target').get('dev'))
-        stats = rpcapi.ComputeAPI(timeout=10).get_memory_stats(
-            nova_context.get_admin_context(), 'src')
+        stats = rpcapi.ComputeAPI(
+            nova_rpc.TRANSPORT, timeout=10).get_memory_stats(
+                nova_context.get_admin_context(), 'src')
         vm = stats['vms'][0]
         self.assertTrue(vm['lendable'])
         self.assertEqual(lending_vif.address(server['id']),

@@ -121,8 +121,8 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
         self.computes = {}
         for host in ('h1', 'h2'):
             ep = base.ComputeEndpoint(host)
-            server = rpc.get_server(self.transport, messaging.Target(
-                topic='puma-compute', server=host, version='1.0'), [ep])
+            server = rpc.get_server(self.transport, rpc.COMPUTE_TOPIC, host,
+                                    [ep])
             server.start()
             self.addCleanup(server.wait)
             self.addCleanup(server.stop)
