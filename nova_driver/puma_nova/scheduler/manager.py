@@ -77,7 +77,7 @@ class SchedulerManager(object):
     :param compute_api: a puma_nova.compute.rpcapi.ComputeAPI.
     """
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version='1.1')
 
     def __init__(self, compute_api):
         self.compute = compute_api
@@ -107,7 +107,7 @@ class SchedulerManager(object):
                      for p in db_api.pair_list(ctxt)]
         return model.Cluster.build(mhosts, vms, pairs), hosts
 
-    # RPC API 1.0
+    # RPC API 1.1
 
     @messaging.expected_exceptions(exception.InvalidStats)
     def report_host(self, ctxt, host, stats):
@@ -164,14 +164,31 @@ class SchedulerManager(object):
         return [_ledger_view(e) for e in
                 db_api.ledger_list(ctxt, host=host, active_only=True)]
 
-    def release_split(self, ctxt, instance_uuid):
+    def release_split(self, ctxt, instance_uuid, main_host=None):
+        """Release the server's splits (only MAIN_HOST's if given, 1.1)."""
         with self._plan_lock:
-            if db_api.ledger_release(ctxt, instance_uuid):
-                LOG.info('Released split migration of %s', instance_uuid)
-            for ms in db_api.memory_server_list(ctxt):
-                if ms['instance_uuid'] == instance_uuid:
-                    db_api.memory_server_set(ctxt, instance_uuid,
-                                             state='stopped')
+            if db_api.ledger_release(ctxt, instance_uuid,
+                                     main_host=main_host):
+                LOG.info('Released split migration of %(vm)s (main host '
+                         '%(main)s)', {'vm': instance_uuid,
+                                       'main': main_host or 'any'})
+            # One memory server record per server: it follows the split
+            # that still holds memory, if any.
+            kept = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
+                                      active_only=True)
+            if not any(ms['instance_uuid'] == instance_uuid
+                       for ms in db_api.memory_server_list(ctxt)):
+                return
+            if not kept:
+                db_api.memory_server_set(ctxt, instance_uuid,
+                                         state='stopped')
+                return
+            entry = kept[-1]
+            db_api.memory_server_set(
+                ctxt, instance_uuid, host=entry['sub_host'],
+                size_mb=entry['mb'],
+                state='reserved' if entry['state'] == models.PLANNED
+                else 'active')
 
     @messaging.expected_exceptions(exception.Invalid, exception.NotFound,
                                    exception.Conflict)

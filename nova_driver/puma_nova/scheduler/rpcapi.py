@@ -18,15 +18,19 @@ API version history:
 
     * 1.0 - Initial version: report_host, plan_split, get_ledger,
             release_split, split_state.
+    * 1.1 - release_split takes main_host: release only the split whose
+            main host that is (a rolled back move of a server that is
+            split already must not release the split it still uses).
 """
 
 from oslo_config import cfg
 
+from puma_nova import exception
 from puma_nova import rpc
 
 CONF = cfg.CONF
 
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 
 
 class SchedulerAPI(object):
@@ -81,10 +85,28 @@ class SchedulerAPI(object):
         cctxt = self._prepare('1.0', timeout=timeout)
         return cctxt.call(ctxt, 'get_ledger', host=host)
 
-    def release_split(self, ctxt, instance_uuid):
-        """Release every active ledger entry of a server (idempotent)."""
-        cctxt = self._prepare('1.0')
-        return cctxt.call(ctxt, 'release_split', instance_uuid=instance_uuid)
+    def release_split(self, ctxt, instance_uuid, main_host=None):
+        """Release ledger entries of a server (idempotent).
+
+        :param main_host: only the entries whose main host this is (a
+            migration that rolls back releases what it reserved, nothing
+            else); None releases every entry (the server is deleted).
+        :raises: SchedulerTooOld if main_host is given and the version cap
+            is below 1.1: releasing everything instead would drop a split
+            still in use.
+        """
+        if main_host is None:
+            cctxt = self._prepare('1.0')
+            return cctxt.call(ctxt, 'release_split',
+                              instance_uuid=instance_uuid)
+        if not self.client.can_send_version('1.1'):
+            raise exception.SchedulerTooOld(
+                'puma-scheduler RPC API is capped below 1.1: cannot '
+                'release only the split of %s with main host %s'
+                % (instance_uuid, main_host))
+        cctxt = self._prepare('1.1')
+        return cctxt.call(ctxt, 'release_split', instance_uuid=instance_uuid,
+                          main_host=main_host)
 
     def split_state(self, ctxt, instance_uuid, state):
         """Move the server's newest split to 'running', 'done' or 'failed'."""
