@@ -118,8 +118,9 @@ class SchedulerManager(object):
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
                    project_id):
         with self._plan_lock:
-            for e in db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
-                                        active_only=True):
+            active = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
+                                        active_only=True)
+            for e in active:
                 if e['state'] != models.PLANNED:
                     continue
                 if e['main_host'] == main_host:
@@ -138,9 +139,12 @@ class SchedulerManager(object):
             cluster = model.Cluster(cluster.hosts,
                                     dict(cluster.vms, **{instance_uuid: vm}))
             opts = CONF.puma_scheduler
+            # A host serves one memory server per server: the split the
+            # server still runs with keeps its own.
             plan = split.plan_split(
                 cluster, instance_uuid, main_host, reserve_mb=opts.reserve_mb,
-                min_resident_ratio=opts.min_resident_ratio)
+                min_resident_ratio=opts.min_resident_ratio,
+                exclude={e['sub_host'] for e in active})
             if plan is None:
                 return {'sub_host': None, 'main_limit_mb': memory_mb,
                         'remote_mb': 0}

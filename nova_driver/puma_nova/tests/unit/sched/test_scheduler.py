@@ -119,9 +119,17 @@ class TestSchedulerRPC(base.TestCase):
         self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
         self.api.split_state(self.ctxt, 'i1', 'running')
         self.api.split_state(self.ctxt, 'i1', 'done')
+        # The server now runs on m.
+        self.api.report_host(self.ctxt, 'src', base.stats(9000))
+        self.api.report_host(self.ctxt, 'm', base.stats(
+            500, [base.vm('i1', memory_mb=8192)]))
         self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        # m2's rack neighbour 'near' would be the sub host, but it still
+        # serves the first split.
+        self.flags(group='puma_scheduler',
+                   host_racks={'m': 'r1', 'near': 'r1', 'm2': 'r1'})
         second = self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1')
-        self.assertNotEqual('near', second['sub_host'])
+        self.assertEqual('far', second['sub_host'])
         self.api.split_state(self.ctxt, 'i1', 'failed')
         # What the driver's rollback does: release what the move to m2
         # reserved, twice (source and destination both roll back).
