@@ -12,12 +12,12 @@
 
 """Test double of the Puma scheduler's RPC endpoint.
 
-The real service (puma-scheduler) is written separately. This double
-implements the same RPC contract (topic puma-scheduler, version 1.0:
-report_host, plan_split, get_ledger, release_split, split_state) with an
-in-memory ledger and a fixed choice of sub hosts, so that the functional
-tests can drive the compute driver through real oslo.messaging calls on
-Nova's fake transport.
+The real service is puma_nova.scheduler (SchedulerService). This double
+implements the same RPC API (topic puma-scheduler, version 1.1:
+report_host, plan_split, get_ledger, release_split with main_host,
+split_state) with an in-memory ledger and a fixed choice of sub hosts,
+so that the functional tests can drive the compute driver through real
+oslo.messaging calls on Nova's fake transport.
 """
 
 import threading
