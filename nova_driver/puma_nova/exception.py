@@ -54,3 +54,7 @@ class NovaError(PumaException):
     """Nova refused or failed a request on our behalf."""
 
     code = 502
+
+
+class SchedulerTooOld(PumaException):
+    """The RPC version cap does not allow the call that was asked for."""

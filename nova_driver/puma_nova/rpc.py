@@ -16,9 +16,15 @@ Nova 34 runs its services with native threads) and every message carries
 only JSON-serialisable primitives.  The request context travels as the
 oslo.context dictionary and comes back as a puma_nova.context.RequestContext.
 
-Users:
-    puma-scheduler serves topic 'puma-scheduler' (puma_nova.scheduler.rpcapi),
-    nova-compute serves topic 'puma-compute' (puma_nova.compute.rpcapi).
+Topics, each with exactly one client class in the rpcapi module next to
+the service that serves it:
+    puma-scheduler serves 'puma-scheduler' (puma_nova.scheduler.rpcapi),
+    nova-compute serves 'puma-compute', one server per Nova host
+    (puma_nova.compute.rpcapi).
+
+Inside nova-compute the transport is Nova's own (nova.rpc.TRANSPORT): no
+second connection to configure.  Elsewhere it is [DEFAULT] transport_url.
+Targets are only built here (get_client, get_server).
 """
 
 import oslo_messaging as messaging
@@ -27,6 +33,8 @@ from oslo_serialization import jsonutils
 from puma_nova import context as puma_context
 
 EXECUTOR = 'threading'
+SCHEDULER_TOPIC = 'puma-scheduler'
+COMPUTE_TOPIC = 'puma-compute'
 
 _TRANSPORTS = {}
 
@@ -66,19 +74,27 @@ def cleanup():
         _TRANSPORTS.popitem()[1].cleanup()
 
 
-def get_client(transport, target, version_cap=None, timeout=None):
-    """An RPC client for TARGET with the Puma serializer."""
+def get_client(transport, topic, version, version_cap=None, timeout=None):
+    """An RPC client of TOPIC at VERSION with the Puma serializer.
+
+    The caller picks the server (if any) and the version of each call with
+    ``prepare()``.
+    """
+    target = messaging.Target(topic=topic, version=version)
     return messaging.get_rpc_client(transport, target,
                                     version_cap=version_cap,
                                     serializer=get_serializer(),
                                     timeout=timeout)
 
 
-def get_server(transport, target, endpoints):
-    """An RPC server for TARGET running ENDPOINTS on native threads.
+def get_server(transport, topic, server, endpoints):
+    """An RPC server of TOPIC for SERVER running ENDPOINTS on native threads.
 
-    Only the endpoints' public methods are exposed (no '_' names).
+    Each endpoint declares the API version it serves in its own
+    ``target``.  Only the endpoints' public methods are exposed (no '_'
+    names).
     """
+    target = messaging.Target(topic=topic, server=server)
     return messaging.get_rpc_server(
         transport, target, endpoints, executor=EXECUTOR,
         serializer=get_serializer(),

@@ -19,18 +19,24 @@ topic ``puma-compute``, server = this host; stopped in ``cleanup_host``.
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from puma_nova.compute import lending
 from puma_nova.compute import memory_server
 
 LOG = logging.getLogger(__name__)
 
 
 class PumaComputeEndpoint(object):
+    """Endpoint of topic 'puma-compute' (see compute.rpcapi)."""
 
     target = messaging.Target(version='1.0')
 
     def __init__(self, driver):
         self._driver = driver
 
+    # Refusals the caller gets as a RemoteError naming them; not logged
+    # with a traceback by oslo.messaging.
+
+    @messaging.expected_exceptions(memory_server.MemoryServerError)
     def start_memory_server(self, ctxt, instance_uuid, size_mb):
         try:
             uri = self._driver.puma_start_memory_server(instance_uuid,
@@ -44,6 +50,7 @@ class PumaComputeEndpoint(object):
     def stop_memory_server(self, ctxt, instance_uuid):
         self._driver.puma_stop_memory_server(instance_uuid)
 
+    @messaging.expected_exceptions(lending.InvalidPairs)
     def apply_pairs(self, ctxt, pairs):
         self._driver.puma_apply_pairs(pairs)
 

@@ -10,93 +10,84 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Client of the Puma RPC endpoint served inside each nova-compute.
+"""Client side of the puma-compute RPC API (served inside nova-compute).
 
-Target: topic ``puma-compute``, server = the Nova host name, version 1.0.
-Arguments and results are JSON primitives. Inside nova-compute the client
-uses Nova's transport and context serializer; elsewhere (the Puma
-scheduler) pass a transport.
+The only client of topic 'puma-compute': puma-scheduler uses it (memory
+servers, pairs, statistics) and so does the Puma driver between compute
+hosts (split plans). Every call goes to one host (server = its Nova host
+name).
+
+API version history:
+
+    * 1.0 - Initial version: start_memory_server, stop_memory_server,
+            apply_pairs, get_memory_stats (the contract with the
+            scheduler); get_split_plan, drop_split_plan (between compute
+            hosts: the source of a live migration asks the destination
+            for the split plan it made, and makes it forget the plan after
+            a rollback).
 """
 
-import oslo_messaging as messaging
+from oslo_config import cfg
 
-TOPIC = 'puma-compute'
-VERSION = '1.0'
+from puma_nova import rpc
 
+CONF = cfg.CONF
 
-class _ContextSerializer(messaging.NoOpSerializer):
-    """Sends a request context as the dict oslo.messaging expects."""
-
-    def serialize_context(self, context):
-        to_dict = getattr(context, 'to_dict', None)
-        return to_dict() if to_dict else context
-
-
-def _nova_transport():
-    try:
-        from nova import rpc as nova_rpc
-    except ImportError:
-        return None
-    return nova_rpc.TRANSPORT
+RPC_API_VERSION = '1.0'
 
 
 class ComputeAPI(object):
     """Calls to the Puma endpoint of one compute host.
 
-    Methods of version 1.0:
-
-    * start_memory_server(ctxt, host, instance_uuid, size_mb)
-      -> {'uri': 'tcp:ADDR:PORT'}, idempotent per instance
-    * stop_memory_server(ctxt, host, instance_uuid) -> None, idempotent
-    * apply_pairs(ctxt, host, pairs) -> None
-    * get_memory_stats(ctxt, host) -> stats dict as in report_host
-    * get_split_plan(ctxt, host, instance_uuid, migration_uuid)
-      -> plan dict or None
-    * drop_split_plan(ctxt, host, instance_uuid) -> None
-      (both used between compute hosts: the source of a live migration
-      asks the destination for the split plan it made, and makes it
-      forget the plan after a rollback)
+    :param transport: oslo.messaging transport (default: the one of
+        [DEFAULT] transport_url; nova-compute passes Nova's own).
+    :param timeout: seconds to wait for an answer (default: oslo's).
+    :param version_cap: newest version to send, for rolling upgrades
+        (default: RPC_API_VERSION).
     """
 
-    def __init__(self, transport=None, timeout=None):
-        target = messaging.Target(topic=TOPIC, version=VERSION)
-        nova_transport = _nova_transport()
-        if transport is None and nova_transport is not None:
-            from nova import rpc as nova_rpc
-            self._client = nova_rpc.get_client(target)
-        else:
-            if transport is None:
-                raise RuntimeError('ComputeAPI needs an oslo.messaging '
-                                   'transport outside nova-compute')
-            self._client = messaging.get_rpc_client(
-                transport, target, serializer=_ContextSerializer())
-        self._timeout = timeout
-
-    def _prepare(self, host):
-        if self._timeout:
-            return self._client.prepare(server=host, timeout=self._timeout)
-        return self._client.prepare(server=host)
+    def __init__(self, transport=None, timeout=None, version_cap=None):
+        self.client = rpc.get_client(
+            transport or rpc.get_transport(CONF), rpc.COMPUTE_TOPIC, '1.0',
+            version_cap=version_cap or RPC_API_VERSION, timeout=timeout)
 
     def start_memory_server(self, ctxt, host, instance_uuid, size_mb):
-        return self._prepare(host).call(
-            ctxt, 'start_memory_server', instance_uuid=instance_uuid,
-            size_mb=size_mb)
+        """Serve SIZE_MB of the instance's memory from HOST.
+
+        :returns: {'uri': 'tcp:ADDR:PORT'}; idempotent per instance.
+        """
+        cctxt = self.client.prepare(server=host, version='1.0')
+        return cctxt.call(ctxt, 'start_memory_server',
+                          instance_uuid=instance_uuid, size_mb=size_mb)
 
     def stop_memory_server(self, ctxt, host, instance_uuid):
-        return self._prepare(host).call(
-            ctxt, 'stop_memory_server', instance_uuid=instance_uuid)
+        """Stop the instance's memory server on HOST (idempotent)."""
+        cctxt = self.client.prepare(server=host, version='1.0')
+        return cctxt.call(ctxt, 'stop_memory_server',
+                          instance_uuid=instance_uuid)
 
     def apply_pairs(self, ctxt, host, pairs):
-        return self._prepare(host).call(ctxt, 'apply_pairs', pairs=pairs)
+        """Give HOST the full set of its VMs' pairs (absent = unpaired)."""
+        cctxt = self.client.prepare(server=host, version='1.0')
+        return cctxt.call(ctxt, 'apply_pairs', pairs=pairs)
 
     def get_memory_stats(self, ctxt, host):
-        return self._prepare(host).call(ctxt, 'get_memory_stats')
+        """HOST's memory statistics, as report_host sends them."""
+        cctxt = self.client.prepare(server=host, version='1.0')
+        return cctxt.call(ctxt, 'get_memory_stats')
 
     def get_split_plan(self, ctxt, host, instance_uuid, migration_uuid=None):
-        return self._prepare(host).call(
-            ctxt, 'get_split_plan', instance_uuid=instance_uuid,
-            migration_uuid=migration_uuid)
+        """The split plan HOST made as destination, or None.
+
+        :param migration_uuid: only a plan made for this migration.
+        """
+        cctxt = self.client.prepare(server=host, version='1.0')
+        return cctxt.call(ctxt, 'get_split_plan',
+                          instance_uuid=instance_uuid,
+                          migration_uuid=migration_uuid)
 
     def drop_split_plan(self, ctxt, host, instance_uuid):
-        return self._prepare(host).call(
-            ctxt, 'drop_split_plan', instance_uuid=instance_uuid)
+        """Make HOST forget its split plan of the instance (idempotent)."""
+        cctxt = self.client.prepare(server=host, version='1.0')
+        return cctxt.call(ctxt, 'drop_split_plan',
+                          instance_uuid=instance_uuid)

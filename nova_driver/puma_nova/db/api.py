@@ -222,11 +222,14 @@ def ledger_set_state(ctxt, instance_uuid, state):
         return _as_dict(row)
 
 
-def ledger_release(ctxt, instance_uuid, before_id=None):
+def ledger_release(ctxt, instance_uuid, before_id=None, main_host=None):
     """Release unreleased entries of a server; return how many.
 
     :param before_id: only entries older than this one (a server that
         finished moving again gives back its previous split).
+    :param main_host: only entries whose main host this is (a move that
+        rolls back gives back what it reserved, not the split the server
+        still runs with).
     """
     with _context().writer.using(ctxt) as session:
         q = (sa.update(models.LedgerEntry)
@@ -234,6 +237,8 @@ def ledger_release(ctxt, instance_uuid, before_id=None):
                     models.LedgerEntry.state != models.RELEASED))
         if before_id is not None:
             q = q.where(models.LedgerEntry.id < before_id)
+        if main_host is not None:
+            q = q.where(models.LedgerEntry.main_host == main_host)
         result = session.execute(q.values(state=models.RELEASED,
                                           updated_at=models._now()))
         return result.rowcount

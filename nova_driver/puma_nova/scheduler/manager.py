@@ -19,7 +19,7 @@ never count the same free memory twice.
 A planning round turns the latest host reports into a model.Cluster,
 asks puma_nova.planning.lending for the pairs to keep, add and revoke,
 stores the result, then gives every host whose set of pairs changed its
-full new set (ComputeClient.apply_pairs).  A host that could not be
+full new set (compute.rpcapi.ComputeAPI.apply_pairs).  A host that could not be
 reached is tried again next round.
 """
 
@@ -72,12 +72,15 @@ def _ledger_view(entry):
 
 
 class SchedulerManager(object):
-    """Endpoint of topic 'puma-scheduler', version 1.0 (see rpcapi)."""
+    """Endpoint of topic 'puma-scheduler' (see scheduler.rpcapi).
 
-    target = messaging.Target(version='1.0')
+    :param compute_api: a puma_nova.compute.rpcapi.ComputeAPI.
+    """
 
-    def __init__(self, compute_client):
-        self.compute = compute_client
+    target = messaging.Target(version='1.1')
+
+    def __init__(self, compute_api):
+        self.compute = compute_api
         self._plan_lock = threading.Lock()
         # host -> the pair list it last accepted.
         self._pushed = {}
@@ -104,7 +107,7 @@ class SchedulerManager(object):
                      for p in db_api.pair_list(ctxt)]
         return model.Cluster.build(mhosts, vms, pairs), hosts
 
-    # RPC API 1.0
+    # RPC API 1.1
 
     @messaging.expected_exceptions(exception.InvalidStats)
     def report_host(self, ctxt, host, stats):
@@ -115,8 +118,9 @@ class SchedulerManager(object):
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
                    project_id):
         with self._plan_lock:
-            for e in db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
-                                        active_only=True):
+            active = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
+                                        active_only=True)
+            for e in active:
                 if e['state'] != models.PLANNED:
                     continue
                 if e['main_host'] == main_host:
@@ -135,9 +139,12 @@ class SchedulerManager(object):
             cluster = model.Cluster(cluster.hosts,
                                     dict(cluster.vms, **{instance_uuid: vm}))
             opts = CONF.puma_scheduler
+            # A host serves one memory server per server: the split the
+            # server still runs with keeps its own.
             plan = split.plan_split(
                 cluster, instance_uuid, main_host, reserve_mb=opts.reserve_mb,
-                min_resident_ratio=opts.min_resident_ratio)
+                min_resident_ratio=opts.min_resident_ratio,
+                exclude={e['sub_host'] for e in active})
             if plan is None:
                 return {'sub_host': None, 'main_limit_mb': memory_mb,
                         'remote_mb': 0}
@@ -161,14 +168,31 @@ class SchedulerManager(object):
         return [_ledger_view(e) for e in
                 db_api.ledger_list(ctxt, host=host, active_only=True)]
 
-    def release_split(self, ctxt, instance_uuid):
+    def release_split(self, ctxt, instance_uuid, main_host=None):
+        """Release the server's splits (only MAIN_HOST's if given, 1.1)."""
         with self._plan_lock:
-            if db_api.ledger_release(ctxt, instance_uuid):
-                LOG.info('Released split migration of %s', instance_uuid)
-            for ms in db_api.memory_server_list(ctxt):
-                if ms['instance_uuid'] == instance_uuid:
-                    db_api.memory_server_set(ctxt, instance_uuid,
-                                             state='stopped')
+            if db_api.ledger_release(ctxt, instance_uuid,
+                                     main_host=main_host):
+                LOG.info('Released split migration of %(vm)s (main host '
+                         '%(main)s)', {'vm': instance_uuid,
+                                       'main': main_host or 'any'})
+            # One memory server record per server: it follows the split
+            # that still holds memory, if any.
+            kept = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
+                                      active_only=True)
+            if not any(ms['instance_uuid'] == instance_uuid
+                       for ms in db_api.memory_server_list(ctxt)):
+                return
+            if not kept:
+                db_api.memory_server_set(ctxt, instance_uuid,
+                                         state='stopped')
+                return
+            entry = kept[-1]
+            db_api.memory_server_set(
+                ctxt, instance_uuid, host=entry['sub_host'],
+                size_mb=entry['mb'],
+                state='reserved' if entry['state'] == models.PLANNED
+                else 'active')
 
     @messaging.expected_exceptions(exception.Invalid, exception.NotFound,
                                    exception.Conflict)

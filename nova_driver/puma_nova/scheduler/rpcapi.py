@@ -11,41 +11,56 @@
 # under the License.
 """Client side of the puma-scheduler RPC API.
 
+The only client of topic 'puma-scheduler': nova-compute (the Puma
+driver, on Nova's transport) and puma-api use it.
+
 API version history:
 
     * 1.0 - Initial version: report_host, plan_split, get_ledger,
             release_split, split_state.
+    * 1.1 - release_split takes main_host: release only the split whose
+            main host that is (a rolled back move of a server that is
+            split already must not release the split it still uses).
 """
 
 from oslo_config import cfg
-import oslo_messaging as messaging
 
+from puma_nova import exception
 from puma_nova import rpc
 
 CONF = cfg.CONF
 
-TOPIC = 'puma-scheduler'
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 
 
 class SchedulerAPI(object):
-    """Calls to puma-scheduler.  All arguments are JSON primitives."""
+    """Calls to puma-scheduler.  All arguments are JSON primitives.
 
-    VERSION_CAP = RPC_API_VERSION
+    :param transport: oslo.messaging transport (default: the one of
+        [DEFAULT] transport_url; nova-compute passes Nova's own).
+    :param timeout: seconds to wait for an answer (default: oslo's).
+    :param version_cap: newest version to send, for rolling upgrades
+        (default: RPC_API_VERSION).
+    """
 
-    def __init__(self, transport=None, timeout=None):
-        target = messaging.Target(topic=TOPIC, version=RPC_API_VERSION)
-        self.client = rpc.get_client(transport or rpc.get_transport(CONF),
-                                     target, version_cap=self.VERSION_CAP,
-                                     timeout=timeout)
+    def __init__(self, transport=None, timeout=None, version_cap=None):
+        self.client = rpc.get_client(
+            transport or rpc.get_transport(CONF), rpc.SCHEDULER_TOPIC,
+            '1.0', version_cap=version_cap or RPC_API_VERSION,
+            timeout=timeout)
+
+    def _prepare(self, version, timeout=None):
+        if timeout:
+            return self.client.prepare(version=version, timeout=timeout)
+        return self.client.prepare(version=version)
 
     def report_host(self, ctxt, host, stats):
         """Store the memory statistics of HOST and its VMs.
 
         STATS: memory_mb, free_mb, lendable_mb, address, shoot4u, split,
-        vms (see docs/nova.md).
+        vms (see docs/nova-scheduler.md).
         """
-        cctxt = self.client.prepare(version='1.0')
+        cctxt = self._prepare('1.0')
         return cctxt.call(ctxt, 'report_host', host=host, stats=stats)
 
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
@@ -56,23 +71,45 @@ class SchedulerAPI(object):
             None when the server fits whole on MAIN_HOST.
         :raises: oslo_messaging.RemoteError wrapping PlanError.
         """
-        cctxt = self.client.prepare(version='1.0')
+        cctxt = self._prepare('1.0')
         return cctxt.call(ctxt, 'plan_split', instance_uuid=instance_uuid,
                           memory_mb=memory_mb, main_host=main_host,
                           project_id=project_id)
 
-    def get_ledger(self, ctxt, host):
-        """Active ledger entries where HOST is the main or the sub host."""
-        cctxt = self.client.prepare(version='1.0')
+    def get_ledger(self, ctxt, host, timeout=None):
+        """Active ledger entries where HOST is the main or the sub host.
+
+        :param timeout: seconds to wait for this call only (the resource
+            tracker reads the ledger and must not hang on it).
+        """
+        cctxt = self._prepare('1.0', timeout=timeout)
         return cctxt.call(ctxt, 'get_ledger', host=host)
 
-    def release_split(self, ctxt, instance_uuid):
-        """Release every active ledger entry of a server (idempotent)."""
-        cctxt = self.client.prepare(version='1.0')
-        return cctxt.call(ctxt, 'release_split', instance_uuid=instance_uuid)
+    def release_split(self, ctxt, instance_uuid, main_host=None):
+        """Release ledger entries of a server (idempotent).
+
+        :param main_host: only the entries whose main host this is (a
+            migration that rolls back releases what it reserved, nothing
+            else); None releases every entry (the server is deleted).
+        :raises: SchedulerTooOld if main_host is given and the version cap
+            is below 1.1: releasing everything instead would drop a split
+            still in use.
+        """
+        if main_host is None:
+            cctxt = self._prepare('1.0')
+            return cctxt.call(ctxt, 'release_split',
+                              instance_uuid=instance_uuid)
+        if not self.client.can_send_version('1.1'):
+            raise exception.SchedulerTooOld(
+                'puma-scheduler RPC API is capped below 1.1: cannot '
+                'release only the split of %s with main host %s'
+                % (instance_uuid, main_host))
+        cctxt = self._prepare('1.1')
+        return cctxt.call(ctxt, 'release_split', instance_uuid=instance_uuid,
+                          main_host=main_host)
 
     def split_state(self, ctxt, instance_uuid, state):
-        """Move the server's split to 'running', 'done' or 'failed'."""
-        cctxt = self.client.prepare(version='1.0')
+        """Move the server's newest split to 'running', 'done' or 'failed'."""
+        cctxt = self._prepare('1.0')
         return cctxt.call(ctxt, 'split_state', instance_uuid=instance_uuid,
                           state=state)

@@ -20,13 +20,11 @@ import threading
 
 from oslo_config import cfg
 from oslo_log import log as logging
-import oslo_messaging as messaging
 
+from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova import context
 from puma_nova import rpc
-from puma_nova.scheduler import compute_client
 from puma_nova.scheduler import manager
-from puma_nova.scheduler import rpcapi
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -36,12 +34,11 @@ class SchedulerService(object):
 
     def __init__(self, transport=None):
         self.transport = transport or rpc.get_transport(CONF)
-        self.manager = manager.SchedulerManager(
-            compute_client.ComputeClient(self.transport))
-        target = messaging.Target(topic=rpcapi.TOPIC,
-                                  server=CONF.puma_scheduler.host,
-                                  version=rpcapi.RPC_API_VERSION)
-        self.server = rpc.get_server(self.transport, target, [self.manager])
+        self.manager = manager.SchedulerManager(compute_rpcapi.ComputeAPI(
+            self.transport, timeout=CONF.puma_scheduler.rpc_timeout))
+        self.server = rpc.get_server(self.transport, rpc.SCHEDULER_TOPIC,
+                                     CONF.puma_scheduler.host,
+                                     [self.manager])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._planning_loop,
                                         name='puma-planning', daemon=True)
@@ -50,7 +47,7 @@ class SchedulerService(object):
         self.server.start()
         self._thread.start()
         LOG.info('puma-scheduler %s serving topic %s',
-                 CONF.puma_scheduler.host, rpcapi.TOPIC)
+                 CONF.puma_scheduler.host, rpc.SCHEDULER_TOPIC)
 
     def _planning_loop(self):
         ctxt = context.get_admin_context()

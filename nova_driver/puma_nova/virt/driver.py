@@ -42,10 +42,11 @@ from oslo_utils import excutils
 from puma_nova.compute import lending
 from puma_nova.compute import manager
 from puma_nova.compute import memory_server
-from puma_nova.compute import rpcapi
-from puma_nova.compute import scheduler_client
+from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova.compute import stats
 from puma_nova.conf import compute as puma_conf
+from puma_nova import rpc
+from puma_nova.scheduler import rpcapi as scheduler_rpcapi
 from puma_nova.virt import ledger
 from puma_nova.virt import lending_vif
 from puma_nova.virt import shoot4u
@@ -66,8 +67,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
     def __init__(self, virtapi, read_only=False):
         super().__init__(virtapi, read_only)
         self._puma_host = CONF.host
-        self._puma_scheduler = scheduler_client.SchedulerClient(
-            timeout=CONF.puma.rpc_timeout)
+        self._puma_scheduler_api = None
         self._puma_compute_api = None
         self._puma_ledger = ledger.LedgerCache(
             self._puma_fetch_ledger, CONF.puma.ledger_cache_seconds)
@@ -100,10 +100,9 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             CONF.libvirt.virt_type in ('qemu', 'kvm') and
             shoot4u.probe(self._host.get_connection(),
                           CONF.libvirt.virt_type))
-        target = messaging.Target(topic=rpcapi.TOPIC, server=host,
-                                  version=rpcapi.VERSION)
-        self._puma_rpc_server = nova_rpc.get_server(
-            target, [manager.PumaComputeEndpoint(self)])
+        self._puma_rpc_server = rpc.get_server(
+            nova_rpc.TRANSPORT, rpc.COMPUTE_TOPIC, host,
+            [manager.PumaComputeEndpoint(self)])
         self._puma_rpc_server.start()
         self._puma_stop.clear()
         if CONF.puma.report_interval:
@@ -112,7 +111,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 daemon=True)
             self._puma_reporter.start()
         LOG.info('Puma: serving %s on %s (Shoot4U %s, split %s)',
-                 rpcapi.TOPIC, host,
+                 rpc.COMPUTE_TOPIC, host,
                  'available' if self._puma_shoot4u else 'unavailable',
                  'allowed' if CONF.puma.split_allowed else 'disabled')
 
@@ -137,11 +136,21 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 LOG.warning('Puma: memory report to the scheduler failed: '
                             '%s', e)
 
+    # Both clients use Nova's transport, which Nova sets up only after it
+    # loaded the driver.
+
+    @property
+    def _puma_scheduler(self):
+        if self._puma_scheduler_api is None:
+            self._puma_scheduler_api = scheduler_rpcapi.SchedulerAPI(
+                nova_rpc.TRANSPORT, timeout=CONF.puma.rpc_timeout)
+        return self._puma_scheduler_api
+
     @property
     def _puma_compute(self):
         if self._puma_compute_api is None:
-            self._puma_compute_api = rpcapi.ComputeAPI(
-                timeout=CONF.puma.rpc_timeout)
+            self._puma_compute_api = compute_rpcapi.ComputeAPI(
+                nova_rpc.TRANSPORT, timeout=CONF.puma.rpc_timeout)
         return self._puma_compute_api
 
     # RPC endpoint helpers (puma_nova.compute.manager) ----------------
@@ -282,6 +291,34 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             context, instance, src_compute_info, dst_compute_info,
             block_migration, disk_over_commit)
 
+    def check_can_live_migrate_source(self, context, instance,
+                                      dest_check_data,
+                                      block_device_info=None):
+        self._puma_check_not_split(instance)
+        return super().check_can_live_migrate_source(
+            context, instance, dest_check_data,
+            block_device_info=block_device_info)
+
+    def _puma_check_not_split(self, instance):
+        """Refuse to migrate an instance whose memory is split from here.
+
+        Reads this host's ledger (the last one read if the scheduler is
+        away): an instance with a running or done split whose main host
+        is this one keeps part of its memory on a sub host.
+        """
+        if split.MIGRATE_AGAIN_SUPPORTED or not split.is_allowed(instance):
+            return
+        for e in self._puma_ledger.get(self._puma_host):
+            if (e.get('instance_uuid') == instance.uuid and
+                    e.get('main_host') == self._puma_host and
+                    e.get('state') in ('running', 'done')):
+                raise exception.MigrationPreCheckError(
+                    reason='instance %s keeps %s MiB of its memory on sub '
+                           'host %s (split migration); a split instance '
+                           'cannot be migrated again yet: QEMU refuses it'
+                           % (instance.uuid, e.get('mb'),
+                              e.get('sub_host')))
+
     def check_source_migrate_data_at_dest(self, ctxt, instance,
                                           migrate_data, migration, limits,
                                           allocs):
@@ -328,20 +365,23 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             raise exception.MigrationPreCheckError(
                 reason='Puma scheduler unreachable, cannot plan a split '
                        'migration of %s: %s' % (instance.uuid, e))
-        if current:
+        if current and not split.MIGRATE_AGAIN_SUPPORTED:
             raise exception.MigrationPreCheckError(
                 reason='instance %s is split already (main host %s, sub '
                        'host %s); migrate it where it fits first'
                        % (instance.uuid, current[0].get('main_host'),
                           current[0].get('sub_host')))
-        plan = self._puma_request_plan(ctxt, instance, need, free)
+        plan = self._puma_request_plan(
+            ctxt, instance, need, free,
+            busy_sub_hosts={e.get('sub_host') for e in current})
         try:
             answer = self._puma_compute.start_memory_server(
                 ctxt, plan['sub_host'], instance.uuid, plan['remote_mb'])
             plan['sub_uri'] = answer['uri']
             split.migrate_params(plan)
         except Exception as e:
-            self._puma_release(ctxt, instance.uuid, plan)
+            self._puma_release(ctxt, instance.uuid, self._puma_host,
+                               plan['sub_host'])
             raise exception.MigrationPreCheckError(
                 reason='memory server for %s on sub host %s not started: '
                        '%s' % (instance.uuid, plan['sub_host'], e))
@@ -356,14 +396,20 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                  instance=instance)
         return plan
 
-    def _puma_request_plan(self, ctxt, instance, need, free):
+    def _puma_request_plan(self, ctxt, instance, need, free,
+                           busy_sub_hosts=()):
+        """Ask the scheduler for a split plan with this host as main host.
+
+        :param busy_sub_hosts: hosts that still serve a split of the
+            instance (its memory server there is in use).
+        """
         try:
             answer = self._puma_scheduler.plan_split(
                 ctxt, instance.uuid, need, self._puma_host,
                 instance.project_id)
         except messaging.MessagingTimeout as e:
             # The scheduler may have recorded the plan all the same.
-            self._puma_release(ctxt, instance.uuid, None)
+            self._puma_release(ctxt, instance.uuid, self._puma_host, None)
             raise exception.MigrationPreCheckError(
                 reason='Puma scheduler unreachable, cannot plan a split '
                        'migration of %s: %s' % (instance.uuid, e))
@@ -387,6 +433,9 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         if (not isinstance(plan['sub_host'], str) or not plan['sub_host'] or
                 plan['sub_host'] == self._puma_host):
             problem = 'bad sub host %r' % (plan['sub_host'],)
+        elif plan['sub_host'] in busy_sub_hosts:
+            problem = ('sub host %s still serves the current split'
+                       % plan['sub_host'])
         elif not all(isinstance(plan[k], int) and plan[k] > 0
                      for k in ('main_limit_mb', 'remote_mb')):
             problem = 'bad sizes %r' % (answer,)
@@ -397,7 +446,9 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             problem = ('resident limit %d MiB exceeds the %d MiB free here'
                        % (plan['main_limit_mb'], free))
         if problem:
-            self._puma_release(ctxt, instance.uuid, None)
+            # Only the plan's entry: the memory server on a busy sub host
+            # belongs to the current split.
+            self._puma_release(ctxt, instance.uuid, self._puma_host, None)
             raise exception.MigrationPreCheckError(
                 reason='unusable split plan for %s: %s'
                        % (instance.uuid, problem))
@@ -462,7 +513,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             plan = self.puma_split_plan(instance.uuid)
             if plan:
                 self._puma_set_state(context, instance.uuid, 'failed')
-                self._puma_release(context, instance.uuid, plan)
+                self._puma_release(context, instance.uuid,
+                                   plan['main_host'], plan['sub_host'])
 
     def _puma_check_no_lost_plan(self, ctxt, instance_uuid, main_host):
         """Fail if the ledger has a planned split the main host lost.
@@ -574,7 +626,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def _puma_release_main(self, ctxt, instance_uuid, main_host,
                            state=None):
-        """Release a split of the instance whose main host is main_host.
+        """Release the split of the instance whose main host is main_host.
+
+        Another split of the instance (the one it runs with, when a move
+        of a split instance fails) is left alone.
 
         :param state: split state to record first (e.g. 'failed')
         """
@@ -584,22 +639,25 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 if e.get('main_host') == main_host]
         except Exception as e:
             LOG.error('Puma: cannot read the ledger to release the split of '
-                      '%s: %s', instance_uuid, e)
+                      '%s on %s: %s', instance_uuid, main_host, e)
             return
         plan = self.puma_split_plan(instance_uuid)
+        if plan and plan.get('main_host') != main_host:
+            plan = None
         if not entries and not plan:
             return
         if state:
             self._puma_set_state(ctxt, instance_uuid, state)
-        self._puma_release(ctxt, instance_uuid,
-                           plan or {'sub_host': entries[0].get('sub_host')})
+        sub_host = plan['sub_host'] if plan else entries[0].get('sub_host')
+        self._puma_release(ctxt, instance_uuid, main_host, sub_host)
 
-    def _puma_release(self, ctxt, instance_uuid, plan):
-        """Stop the memory server, release the ledger entry, drop the plan.
+    def _puma_release(self, ctxt, instance_uuid, main_host, sub_host):
+        """Release the split of the instance with main host MAIN_HOST.
 
-        Every step is idempotent and runs even when another one failed.
+        Stops its memory server on SUB_HOST (if known), releases its
+        ledger entry and drops this host's plan of it. Every step is
+        idempotent and runs even when another one failed.
         """
-        sub_host = (plan or {}).get('sub_host')
         if sub_host:
             try:
                 self._puma_compute.stop_memory_server(ctxt, sub_host,
@@ -608,12 +666,15 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 LOG.error('Puma: could not stop the memory server of %s on '
                           '%s: %s', instance_uuid, sub_host, e)
         try:
-            self._puma_scheduler.release_split(ctxt, instance_uuid)
+            self._puma_scheduler.release_split(ctxt, instance_uuid,
+                                               main_host=main_host)
         except Exception as e:
-            LOG.error('Puma: could not release the split of %s: %s',
-                      instance_uuid, e)
+            LOG.error('Puma: could not release the split of %s on %s: %s',
+                      instance_uuid, main_host, e)
         with self._puma_plans_lock:
-            self._puma_plans.pop(instance_uuid, None)
+            plan = self._puma_plans.get(instance_uuid)
+            if plan and plan.get('main_host') == main_host:
+                del self._puma_plans[instance_uuid]
         self._puma_ledger.invalidate()
-        LOG.info('Puma: released the split of %s (sub host %s)',
-                 instance_uuid, sub_host)
+        LOG.info('Puma: released the split of %s (main host %s, sub host '
+                 '%s)', instance_uuid, main_host, sub_host)

@@ -12,18 +12,20 @@
 
 """Test double of the Puma scheduler's RPC endpoint.
 
-The real service (puma-scheduler) is written separately. This double
-implements the same RPC contract (topic puma-scheduler, version 1.0:
-report_host, plan_split, get_ledger, release_split, split_state) with an
-in-memory ledger and a fixed choice of sub hosts, so that the functional
-tests can drive the compute driver through real oslo.messaging calls on
-Nova's fake transport.
+The real service is puma_nova.scheduler (SchedulerService). This double
+implements the same RPC API (topic puma-scheduler, version 1.1:
+report_host, plan_split, get_ledger, release_split with main_host,
+split_state) with an in-memory ledger and a fixed choice of sub hosts,
+so that the functional tests can drive the compute driver through real
+oslo.messaging calls on Nova's fake transport.
 """
 
 import threading
 
 from nova import rpc as nova_rpc
 import oslo_messaging as messaging
+
+from puma_nova import rpc
 
 
 class PlanError(Exception):
@@ -32,20 +34,37 @@ class PlanError(Exception):
 
 class SchedulerDouble(object):
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version='1.1')
 
     def __init__(self, sub_hosts, main_limits):
         """A double that splits onto sub_hosts with fixed limits.
+
+        Like the real service it keeps every split of a server (a server
+        that moves again while split has two), moves the newest one
+        through the states, releases the older ones when the newest is
+        done, and release_split with a main host releases only that
+        host's split.
 
         :param sub_hosts: hosts to use as sub hosts, in order
         :param main_limits: {main host: resident limit in MiB}
         """
         self.sub_hosts = list(sub_hosts)
         self.main_limits = dict(main_limits)
-        self.ledger = {}
+        # Unreleased entries, oldest first.
+        self.entries = []
         self.reports = {}
         self.calls = []
         self._lock = threading.Lock()
+
+    @property
+    def ledger(self):
+        """{instance uuid: its newest unreleased entry}."""
+        with self._lock:
+            return {e['instance_uuid']: e for e in self.entries}
+
+    def _of(self, instance_uuid):
+        return [e for e in self.entries
+                if e['instance_uuid'] == instance_uuid]
 
     def report_host(self, ctxt, host, stats):
         with self._lock:
@@ -56,38 +75,49 @@ class SchedulerDouble(object):
                    project_id):
         with self._lock:
             self.calls.append(('plan_split', instance_uuid, main_host))
-            subs = [h for h in self.sub_hosts if h != main_host]
+            busy = {e['sub_host'] for e in self._of(instance_uuid)}
+            subs = [h for h in self.sub_hosts
+                    if h != main_host and h not in busy]
             limit = self.main_limits.get(main_host, 0)
             if not subs or limit <= 0 or limit >= memory_mb:
                 raise PlanError('no sub host for %s' % instance_uuid)
             entry = {'instance_uuid': instance_uuid, 'main_host': main_host,
                      'sub_host': subs[0], 'mb': memory_mb - limit,
                      'state': 'planned'}
-            self.ledger[instance_uuid] = entry
+            self.entries.append(entry)
             return {'sub_host': subs[0], 'main_limit_mb': limit,
                     'remote_mb': memory_mb - limit}
 
     def get_ledger(self, ctxt, host):
         with self._lock:
-            return [dict(e) for e in self.ledger.values()
-                    if host in (e['main_host'], e['sub_host'])]
+            return [dict(e) for e in self.entries
+                    if host in (e['main_host'], e['sub_host']) and
+                    e['state'] in ('planned', 'running', 'done')]
 
-    def release_split(self, ctxt, instance_uuid):
+    def release_split(self, ctxt, instance_uuid, main_host=None):
         with self._lock:
-            self.calls.append(('release_split', instance_uuid))
-            self.ledger.pop(instance_uuid, None)
+            self.calls.append(('release_split', instance_uuid, main_host))
+            self.entries = [
+                e for e in self.entries
+                if e['instance_uuid'] != instance_uuid or
+                main_host not in (None, e['main_host'])]
 
     def split_state(self, ctxt, instance_uuid, state):
         with self._lock:
             self.calls.append(('split_state', instance_uuid, state))
-            if instance_uuid in self.ledger:
-                self.ledger[instance_uuid]['state'] = state
+            mine = self._of(instance_uuid)
+            if not mine:
+                return
+            mine[-1]['state'] = state
+            if state == 'done':
+                older = [id(e) for e in mine[:-1]]
+                self.entries = [e for e in self.entries
+                                if id(e) not in older]
 
 
 def serve(endpoint):
     """Serve the double on Nova's (fake) transport; returns the server."""
-    server = nova_rpc.get_server(
-        messaging.Target(topic='puma-scheduler', server='puma-scheduler',
-                         version='1.0'), [endpoint])
+    server = rpc.get_server(nova_rpc.TRANSPORT, rpc.SCHEDULER_TOPIC,
+                            'puma-scheduler', [endpoint])
     server.start()
     return server

@@ -32,6 +32,7 @@ from nova.cmd import manage
 import nova.conf
 from nova import context as nova_context
 from nova import objects
+from nova import rpc as nova_rpc
 from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
@@ -429,13 +430,162 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         server = self._boot(self._split_flavor())
         self._assert_refused(server, 'resident limit 3072 MiB exceeds the '
                                      '2048 MiB free here')
-        self.assertIn(('release_split', server['id']), self.sched.calls)
+        self.assertIn(('release_split', server['id'], 'dest'),
+                      self.sched.calls)
 
     def test_memory_server_fails(self):
         self.sub.driver._puma_memory_servers._binary = '/bin/false'
         server = self._boot(self._split_flavor())
         self._assert_refused(server, 'memory server for')
-        self.assertIn(('release_split', server['id']), self.sched.calls)
+        self.assertIn(('release_split', server['id'], 'dest'),
+                      self.sched.calls)
+
+
+class SplitAgainTest(PumaServersTestBase):
+    """A split instance migrated again (a second hop)."""
+
+    HOSTS = dict(PumaServersTestBase.HOSTS, sub2=(16 * GIB, 2 * GIB))
+
+    def _migrate_stub(self, domain, destination, params, flags):
+        # Nova's stub always goes from src to dest; here dest is a source.
+        self.migrations.append((destination, dict(params), flags))
+        host = destination.split('//', 1)[1].split('/', 1)[0]
+        self.computes[host].driver._host.get_connection().createXML(
+            params['destination_xml'],
+            'fake-createXML-doesnt-care-about-flags')
+        domain.complete_job()
+
+    def _split_to_dest(self):
+        server = self._boot(self._split_flavor())
+        self._live_migrate(server, 'completed', host='dest')
+        first = dict(self.sched.ledger[server['id']])
+        self.assertEqual(('dest', 'sub', 'done'), (
+            first['main_host'], first['sub_host'], first['state']))
+        pid = self.sub.driver._puma_memory_servers.list()[server['id']][
+            'pid']
+        self._run_periodics()
+        return server, first, pid
+
+    def _make_src_short(self):
+        # src keeps 2 GiB resident; the sub host of the first split is
+        # busy, so the second split goes to sub2.
+        self.HOSTS = dict(self.HOSTS, src=(16 * GIB, 14 * GIB))
+        self.sched.main_limits['src'] = 2 * GIB
+        self.sched.sub_hosts = ['sub', 'sub2']
+
+    def test_refused_while_qemu_refuses(self):
+        server, first, pid = self._split_to_dest()
+        dest_inv = self._memory_inventory('dest')
+        sub_inv = self._memory_inventory('sub')
+        calls = len(self.sched.calls)
+        # It would fit whole on src: still refused, before anything is
+        # reserved or started.
+        try:
+            self.api.post_server_action(
+                server['id'],
+                {'os-migrateLive': {'host': 'src',
+                                    'block_migration': 'auto'}})
+        except client.OpenStackApiException:
+            pass
+        self._wait_for_migration_status(server, ['error'])
+        self._wait_for_state_change(server, 'ACTIVE')
+        self.assertIn('keeps 2048 MiB of its memory on sub host sub (split '
+                      'migration); a split instance cannot be migrated '
+                      'again yet', self.stdlog.logger.output)
+        self.assertEqual(1, len(self.migrations))
+        self.assertEqual([], [c for c in self.sched.calls[calls:]
+                              if c[0] != 'report_host'])
+        self.assertEqual({server['id']: first}, self.sched.ledger)
+        self.assertEqual([server['id']],
+                         list(self.sub.driver._puma_memory_servers.list()))
+        self.assertTrue(memory_server._alive(pid))
+        self.assertEqual('dest', self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self._run_periodics()
+        self.assertEqual(dest_inv, self._memory_inventory('dest'))
+        self.assertEqual(sub_inv, self._memory_inventory('sub'))
+        self._assert_placement_clean()
+
+    def test_rollback_of_second_split_keeps_the_first(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.virt.split.MIGRATE_AGAIN_SUPPORTED', True))
+        server, first, pid = self._split_to_dest()
+        dest_inv = self._memory_inventory('dest')
+        sub_inv = self._memory_inventory('sub')
+        sub2_inv = self._memory_inventory('sub2')
+        self._make_src_short()
+        seen = {}
+
+        def fail(domain, destination, params, flags):
+            seen['params'] = dict(params)
+            seen['servers'] = self.computes['sub2'].driver.\
+                _puma_memory_servers.list()
+            conn = self.dest.driver._host.get_connection()
+            conn.lookupByUUIDString(server['id']).fail_job()
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.migrateToURI3', fail))
+        self._live_migrate(server, 'failed', host='src')
+
+        # The second hop was a split onto sub2...
+        self.assertIn(server['id'], seen['servers'])
+        self.assertEqual('tcp:127.0.0.1:%d'
+                         % seen['servers'][server['id']]['port'],
+                         seen['params']['split.sub-host-uri'])
+        # ...and its rollback released only what it reserved.
+        releases = [c for c in self.sched.calls if c[0] == 'release_split']
+        self.assertTrue(releases)
+        self.assertEqual({('release_split', server['id'], 'src')},
+                         set(releases))
+        self.assertEqual({server['id']: first}, self.sched.ledger)
+        self.assertEqual({}, self.computes['sub2'].driver.
+                         _puma_memory_servers.list())
+        self.assertEqual([server['id']],
+                         list(self.sub.driver._puma_memory_servers.list()))
+        self.assertTrue(memory_server._alive(pid))
+        self.assertIsNone(self.src.driver.puma_split_plan(server['id']))
+        self.assertEqual('dest', self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self._run_periodics()
+        self.assertEqual(dest_inv, self._memory_inventory('dest'))
+        self.assertEqual(sub_inv, self._memory_inventory('sub'))
+        self.assertEqual(sub2_inv, self._memory_inventory('sub2'))
+        self._assert_placement_clean()
+
+        # Deleting the server still releases the first split.
+        self._delete_server(server)
+        self.assertEqual({}, self.sched.ledger)
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertFalse(memory_server._alive(pid))
+
+    def test_second_split_replaces_the_first(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.virt.split.MIGRATE_AGAIN_SUPPORTED', True))
+        server, first, pid = self._split_to_dest()
+        base_dest = self._memory_inventory('dest')
+        base_dest['total'] -= 2 * GIB
+        base_dest['max_unit'] -= 2 * GIB
+        self._make_src_short()
+        self._live_migrate(server, 'completed', host='src')
+        self.assertEqual('src', self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(2, len(self.migrations))
+        _dest, params, flags = self.migrations[1]
+        self.assertTrue(flags & split.VIR_MIGRATE_SPLIT)
+        self.assertEqual(2 * GIB * 1024 * 1024, params['split.main-limit'])
+
+        self.assertEqual({server['id']: {
+            'instance_uuid': server['id'], 'main_host': 'src',
+            'sub_host': 'sub2', 'mb': 2 * GIB, 'state': 'done'}},
+            self.sched.ledger)
+        self.assertEqual([server['id']], list(
+            self.computes['sub2'].driver._puma_memory_servers.list()))
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertFalse(memory_server._alive(pid))
+        self._run_periodics()
+        self.assertEqual(base_dest, self._memory_inventory('dest'))
+        self.assertEqual(2 * GIB, self._memory_inventory('sub2')['reserved'])
+        self._assert_placement_clean()
 
 
 class ExtraSpecValidationTest(PumaServersTestBase):
@@ -460,7 +610,7 @@ class ComputeRPCTest(PumaServersTestBase):
 
     def setUp(self):
         super().setUp()
-        self.rpc = rpcapi.ComputeAPI(timeout=10)
+        self.rpc = rpcapi.ComputeAPI(nova_rpc.TRANSPORT, timeout=10)
         self.ctxt = nova_context.get_admin_context()
 
     def test_memory_stats(self):
@@ -547,8 +697,9 @@ class LendingChannelTest(PumaServersTestBase):
         self.assertEqual(1, len(vifs))
         self.assertEqual(lending.tap_name(server['id']),
                          vifs[0].find('target').get('dev'))
-        stats = rpcapi.ComputeAPI(timeout=10).get_memory_stats(
-            nova_context.get_admin_context(), 'src')
+        stats = rpcapi.ComputeAPI(
+            nova_rpc.TRANSPORT, timeout=10).get_memory_stats(
+                nova_context.get_admin_context(), 'src')
         vm = stats['vms'][0]
         self.assertTrue(vm['lendable'])
         self.assertEqual(lending_vif.address(server['id']),

@@ -96,9 +96,8 @@ class RPCFixture(fixtures.Fixture):
         self.computes = {}
         for host in self.compute_hosts:
             ep = ComputeEndpoint(host)
-            target = messaging.Target(topic='puma-compute', server=host,
-                                      version='1.0')
-            server = rpc.get_server(self.transport, target, [ep])
+            server = rpc.get_server(self.transport, rpc.COMPUTE_TOPIC, host,
+                                    [ep])
             server.start()
             self.addCleanup(server.wait)
             self.addCleanup(server.stop)

@@ -67,6 +67,26 @@ class TestLedger(base.TestCase):
         self.assertEqual([models.RELEASED],
                          [e['state'] for e in db_api.ledger_list(self.ctxt)])
 
+    def test_release_by_main_host(self):
+        first = self._create()
+        db_api.ledger_set_state(self.ctxt, 'i1', models.RUNNING)
+        db_api.ledger_set_state(self.ctxt, 'i1', models.DONE)
+        db_api.ledger_create(self.ctxt, 'i1', 'p1', 'm2', 's2', 2048, 1024)
+        db_api.ledger_create(self.ctxt, 'i2', 'p1', 'm2', 's2', 2048, 1024)
+        self.assertEqual(0, db_api.ledger_release(self.ctxt, 'i1',
+                                                  main_host='nowhere'))
+        self.assertEqual(1, db_api.ledger_release(self.ctxt, 'i1',
+                                                  main_host='m2'))
+        self.assertEqual(0, db_api.ledger_release(self.ctxt, 'i1',
+                                                  main_host='m2'))
+        self.assertEqual(
+            [('i1', 'm', models.DONE), ('i1', 'm2', models.RELEASED),
+             ('i2', 'm2', models.PLANNED)],
+            [(e['instance_uuid'], e['main_host'], e['state'])
+             for e in db_api.ledger_list(self.ctxt)])
+        self.assertEqual(first['id'], db_api.ledger_list(
+            self.ctxt, active_only=True)[0]['id'])
+
     def test_forbidden_transitions_keep_the_entry(self):
         self._create()
         self.assertRaises(exception.InvalidTransition,

@@ -36,63 +36,20 @@ from puma_nova import context
 from puma_nova.osc import client as puma_client
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi
+from puma_nova.tests import rabbitmq
 from puma_nova.tests.unit.sched import base
-
-RABBITMQ_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server'
-TOP = os.environ.get('PUMA_TOP') or os.path.abspath(os.path.join(
-    os.path.dirname(__file__), '..', '..', '..', '..', '..'))
-LAB_RABBITMQ = os.path.join(TOP, 'lab', 'rabbitmq')
-RUN = os.environ.get('PUMA_RUN', '/run/puma-lab')
-
-
-def _free_port_block(n=3):
-    """A port P with P..P+N-1 free on loopback (AMQP, dist, epmd)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
-        if port + n > 65535:
-            continue
-        ok = True
-        for p in range(port, port + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(('127.0.0.1', p))
-                except OSError:
-                    ok = False
-        if ok:
-            return port
-    raise RuntimeError('no block of %d free loopback ports' % n)
-
-
-class RabbitMQFixture(fixtures.Fixture):
-    """A private broker from lab/rabbitmq; .url is its transport URL."""
-
-    def _setUp(self):
-        self.port = _free_port_block()
-        self.dir = os.path.join(RUN, 'rmq-%d-%d' % (os.getpid(), self.port))
-        self.addCleanup(subprocess.run, ['rm', '-rf', self.dir])
-        self.addCleanup(subprocess.run, [LAB_RABBITMQ, 'stop', self.dir],
-                        timeout=120)
-        out = subprocess.run([LAB_RABBITMQ, 'start', self.dir,
-                              str(self.port)], capture_output=True,
-                             text=True, timeout=300)
-        if out.returncode:
-            raise RuntimeError('lab/rabbitmq start failed: %s' % out.stderr)
-        self.url = out.stdout.strip().splitlines()[-1]
 
 
 def _script(name):
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
-@testtools.skipUnless(os.path.exists(RABBITMQ_SERVER),
-                      'rabbitmq-server is not installed (lab/setup deps)')
+@testtools.skipUnless(*rabbitmq.AVAILABLE)
 class TestSchedulerOverRabbitMQ(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.rabbit = self.useFixture(RabbitMQFixture())
+        self.rabbit = self.useFixture(rabbitmq.RabbitMQFixture())
         tmp = self.useFixture(fixtures.TempDir()).path
         self.conf_file = os.path.join(tmp, 'puma.conf')
         self.log_file = os.path.join(tmp, 'puma-scheduler.log')
@@ -103,7 +60,7 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
                     'planning_interval = 1\nrpc_timeout = 10\n'
                     'miss_rate_threshold = 0.1\n'
                     '[puma_api]\nauth_strategy = noauth\nport = %d\n'
-                    % (self.rabbit.url, tmp, _free_port_block(1)))
+                    % (self.rabbit.url, tmp, rabbitmq.free_port_block(1)))
         subprocess.run([_script('puma-manage'), '--config-file',
                         self.conf_file, 'db', 'sync'], check=True,
                        timeout=120)
@@ -121,8 +78,8 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
         self.computes = {}
         for host in ('h1', 'h2'):
             ep = base.ComputeEndpoint(host)
-            server = rpc.get_server(self.transport, messaging.Target(
-                topic='puma-compute', server=host, version='1.0'), [ep])
+            server = rpc.get_server(self.transport, rpc.COMPUTE_TOPIC, host,
+                                    [ep])
             server.start()
             self.addCleanup(server.wait)
             self.addCleanup(server.stop)

@@ -12,6 +12,8 @@
 """puma-scheduler's RPC API and planning rounds over an in-process bus."""
 
 from puma_nova.db import api as db_api
+from puma_nova import exception
+from puma_nova.scheduler import rpcapi
 from puma_nova.tests.unit.sched import base
 
 
@@ -112,6 +114,59 @@ class TestSchedulerRPC(base.TestCase):
         self.assertEqual(['done', 'failed'],
                          [e['state'] for e in db_api.ledger_list(
                              self.ctxt, instance_uuid='i1')])
+
+    def test_rollback_of_second_move_releases_only_its_split(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        # The server now runs on m.
+        self.api.report_host(self.ctxt, 'src', base.stats(9000))
+        self.api.report_host(self.ctxt, 'm', base.stats(
+            500, [base.vm('i1', memory_mb=8192)]))
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        # m2's rack neighbour 'near' would be the sub host, but it still
+        # serves the first split.
+        self.flags(group='puma_scheduler',
+                   host_racks={'m': 'r1', 'near': 'r1', 'm2': 'r1'})
+        second = self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1')
+        self.assertEqual('far', second['sub_host'])
+        self.api.split_state(self.ctxt, 'i1', 'failed')
+        # What the driver's rollback does: release what the move to m2
+        # reserved, twice (source and destination both roll back).
+        self.api.release_split(self.ctxt, 'i1', main_host='m2')
+        self.api.release_split(self.ctxt, 'i1', main_host='m2')
+        self.assertEqual([('m', 'done'), ('m2', 'released')],
+                         [(e['main_host'], e['state']) for e in
+                          db_api.ledger_list(self.ctxt,
+                                             instance_uuid='i1')])
+        self.assertEqual([('i1', 'm', 'near', 4096, 'done')],
+                         [(e['instance_uuid'], e['main_host'],
+                           e['sub_host'], e['mb'], e['state'])
+                          for e in self.api.get_ledger(self.ctxt, 'near')])
+        self.assertEqual([], self.api.get_ledger(self.ctxt, 'm2'))
+        # The memory server record follows the split still in use.
+        self.assertEqual([('i1', 'near', 4096, 'active')],
+                         [(m['instance_uuid'], m['host'], m['size_mb'],
+                           m['state'])
+                          for m in db_api.memory_server_list(self.ctxt)])
+        # Deleting the server releases everything left.
+        self.api.release_split(self.ctxt, 'i1')
+        self.assertEqual([], self.api.get_ledger(self.ctxt, 'near'))
+        self.assertEqual(['stopped'],
+                         [m['state']
+                          for m in db_api.memory_server_list(self.ctxt)])
+
+    def test_scoped_release_needs_version_1_1(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        old = rpcapi.SchedulerAPI(self.rpc.transport, version_cap='1.0')
+        self.assertRaises(exception.SchedulerTooOld, old.release_split,
+                          self.ctxt, 'i1', main_host='m')
+        # Nothing was released instead.
+        self.assertEqual(['planned'],
+                         [e['state'] for e in db_api.ledger_list(self.ctxt)])
+        old.release_split(self.ctxt, 'i1')
+        self.assertEqual(['released'],
+                         [e['state'] for e in db_api.ledger_list(self.ctxt)])
 
     def test_bad_stats_are_refused_and_change_nothing(self):
         bad = base.stats(100, [base.vm('x')])
