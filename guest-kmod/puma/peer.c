@@ -8,10 +8,12 @@
  * from the put hook with interrupts off, so their data is copied into a
  * preallocated buffer (puma_put_pool) and the queue is drained by a work
  * item that sends consecutive puts as one batch of up to PUMA_BATCH_MAX
- * pages.  A get is sent by the reading task itself when the queue is
- * empty and no one is sending (no worker wakeup on the latency path),
- * else it is queued the same way; the reading task sleeps until the
- * answer or a timeout; answers carry the request id, so a late answer
+ * pages.  A get overtakes the puts of other pages at the tail of the
+ * queue, never an invalidation (puma_txq_slot()); when it would go first and no one is
+ * sending, the reading task sends it itself (no worker wakeup on the
+ * latency path).  The socket's send buffer is kept small so that the
+ * backlog stays in txq.  The reading task sleeps until the answer or a
+ * timeout; answers carry the request id, so a late answer
  * finds no request and is dropped.  On a lender, the receiving thread
  * answers gets itself.
  *
@@ -208,6 +210,44 @@ int puma_peer_pick(void)
 	return ret;
 }
 
+/* Does the queued PUT @put carry a key that the GET @get asks for? */
+static bool puma_put_for_get(const struct puma_txbuf *put,
+			     const struct puma_txbuf *get)
+{
+	const struct puma_key *pk = (const struct puma_key *)put->payload;
+	const struct puma_batch *batch = (const void *)get->payload;
+	const struct puma_key *gk = (const struct puma_key *)(batch + 1);
+	u32 i, n = le32_to_cpu(batch->count);
+
+	if (pk->pool != gk->pool || pk->ino != gk->ino || pk->gen != gk->gen)
+		return false;
+	for (i = 0; i < n; i++)
+		if (pk->index == gk[i].index)
+			return true;
+	return false;
+}
+
+/*
+ * Where a message goes in @p's queue.  A GET overtakes the PUTs of other
+ * keys at the tail of the queue (a reading task waits for it, a put waits
+ * for no one) and nothing else, so the messages of any one key still
+ * reach the lender in the order they were decided; the never-stale
+ * argument (docs/puma-never-stale.md) is per key.
+ */
+static struct list_head *puma_txq_slot(struct puma_peer *p,
+				       struct puma_txbuf *b)
+{
+	struct puma_txbuf *pos;
+
+	lockdep_assert_held(&p->lock);
+	if (b->type != PUMA_MSG_GET)
+		return &p->txq;
+	list_for_each_entry_reverse(pos, &p->txq, node)
+		if (pos->type != PUMA_MSG_PUT || puma_put_for_get(pos, b))
+			return pos->node.next;
+	return p->txq.next;
+}
+
 /* Queue @b on @p if it is connected; caller holds puma_peers_lock. */
 static int puma_peer_enqueue(struct puma_peer *p, struct puma_txbuf *b)
 {
@@ -220,7 +260,8 @@ static int puma_peer_enqueue(struct puma_peer *p, struct puma_txbuf *b)
 	} else if (p->txq_len >= put_buffers + PUMA_TXQ_EXTRA) {
 		ret = -ENOSPC;
 	} else {
-		list_add_tail(&b->node, &p->txq);
+		/* list_add_tail(new, next): insert before next. */
+		list_add_tail(&b->node, puma_txq_slot(p, b));
 		p->txq_len++;
 		queue_work(puma_wq, &p->tx_work);
 	}
@@ -498,13 +539,13 @@ int puma_peer_get(int id, struct puma_get_req *req)
 	b->req = req->id;
 	list_add_tail(&req->node, &p->gets);
 	/*
-	 * Nothing queued and no sender: send from this task.  Waking the
-	 * sending worker, maybe on an idle vCPU, costs a guest IPI and a
-	 * host wakeup per get.  Owning tx_mutex with txq empty keeps the
-	 * order: all that was queued before is on the wire, all that is
-	 * queued from now on waits for the mutex.
+	 * The GET would go first (puma_txq_slot()) and no one is sending:
+	 * send it from this task.  Waking the sending worker, maybe on an
+	 * idle vCPU, costs a guest IPI and a host wakeup per get.  Owning
+	 * tx_mutex keeps the order: what was sent before is on the wire,
+	 * what is queued waits for the mutex.
 	 */
-	if (p->state == PUMA_PEER_READY && list_empty(&p->txq))
+	if (p->state == PUMA_PEER_READY && puma_txq_slot(p, b) == p->txq.next)
 		direct = mutex_trylock(&p->tx_mutex);
 	spin_unlock(&p->lock);
 	t0 = ktime_get();
@@ -859,6 +900,8 @@ static int puma_connect(struct puma_peer *p)
 	return 0;
 }
 
+static const int puma_sndbuf = 128 << 10;
+
 static void puma_sock_setup(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
@@ -868,6 +911,13 @@ static void puma_sock_setup(struct socket *sock)
 	sk->sk_rcvtimeo = HZ / 2;
 	sk->sk_sndtimeo = 10 * HZ;
 	tcp_sock_set_nodelay(sk);
+	/*
+	 * Keep the backlog in txq, where a GET can overtake PUTs, not in
+	 * the socket: 256 KiB (the kernel doubles it) is a few times the
+	 * bandwidth-delay product between guests on one host or rack.
+	 */
+	sock_setsockopt(sock, SOL_SOCKET, SO_SNDBUF,
+			KERNEL_SOCKPTR(&puma_sndbuf), sizeof(puma_sndbuf));
 	/* A cut link ends the connection (and its remote pages) in ~10 s. */
 	tcp_sock_set_user_timeout(sk, 10000);
 	sock_set_keepalive(sk);
