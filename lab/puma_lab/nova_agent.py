@@ -282,8 +282,15 @@ def main():
     out = sys.stdout
     # Only our protocol goes to stdout; logs go to stderr.
     sys.stdout = sys.stderr
-    configure(args.config_file)
-    agent = Agent(args.host, Relay(out, sys.stdin), args.libvirtd)
+    try:
+        configure(args.config_file)
+        agent = Agent(args.host, Relay(out, sys.stdin), args.libvirtd)
+    except Exception:
+        LOG.error('agent of %s not started: %s', args.host,
+                  traceback.format_exc())
+        # Nova's event threads, if started, would keep us alive.
+        sys.stderr.flush()
+        os._exit(1)
     out.write(json.dumps({'ready': args.host}) + '\n')
     out.flush()
     for line in sys.stdin:
