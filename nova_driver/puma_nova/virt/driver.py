@@ -74,6 +74,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         # Split plans this host made as a destination, by instance uuid.
         self._puma_plans = {}
         self._puma_plans_lock = threading.Lock()
+        # As a source: split plans fetched before the migration starts,
+        # by instance uuid, and whether this thread monitors a split.
+        self._puma_source_plans = {}
+        self._puma_local = threading.local()
         self._puma_memory_servers = None
         self._puma_lending = None
         self._puma_rpc_server = None
@@ -535,15 +539,59 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     # Split migration: source side ------------------------------------
 
+    def _puma_get_source_plan(self, context, instance, dest, migrate_data):
+        migration = getattr(migrate_data, 'migration', None)
+        migration_uuid = migration.uuid if migration else None
+        return self._puma_compute.get_split_plan(
+            context, dest, instance.uuid, migration_uuid)
+
+    def _live_migration(self, context, instance, dest, post_method,
+                        recover_method, block_migration, migrate_data):
+        # Nova's migration monitor runs in this thread and decides once,
+        # at its start, whether post-copy is on; the migration itself
+        # runs in another thread. Fetch the plan first so that the
+        # monitor knows a split migration has no post-copy (a failure
+        # here is left to _live_migration_operation, as before).
+        plan = None
+        if split.is_allowed(instance):
+            try:
+                plan = self._puma_get_source_plan(context, instance, dest,
+                                                  migrate_data)
+            except Exception as e:
+                LOG.debug('Puma: split plan not fetched before the '
+                          'migration: %s', e, instance=instance)
+            else:
+                with self._puma_plans_lock:
+                    self._puma_source_plans[instance.uuid] = plan
+        self._puma_local.split = bool(plan)
+        try:
+            return super()._live_migration(
+                context, instance, dest, post_method, recover_method,
+                block_migration, migrate_data)
+        finally:
+            self._puma_local.split = False
+            with self._puma_plans_lock:
+                self._puma_source_plans.pop(instance.uuid, None)
+
+    def _is_post_copy_enabled(self, migration_flags):
+        # A split migration never runs post-copy (see split.SplitDomain):
+        # the monitor must pause it on force-complete and never try to
+        # switch it.
+        if getattr(self._puma_local, 'split', False):
+            return False
+        return super()._is_post_copy_enabled(migration_flags)
+
     def _live_migration_operation(self, context, instance, dest,
                                   block_migration, migrate_data, guest,
                                   device_names):
         plan = None
         if split.is_allowed(instance):
-            migration = getattr(migrate_data, 'migration', None)
-            migration_uuid = migration.uuid if migration else None
-            plan = self._puma_compute.get_split_plan(
-                context, dest, instance.uuid, migration_uuid)
+            with self._puma_plans_lock:
+                fetched = instance.uuid in self._puma_source_plans
+                plan = self._puma_source_plans.pop(instance.uuid, None)
+            if not fetched:
+                plan = self._puma_get_source_plan(context, instance, dest,
+                                                  migrate_data)
             if plan is None:
                 self._puma_check_no_lost_plan(context, instance.uuid, dest)
         if plan:

@@ -21,11 +21,22 @@ takes both as typed parameters of ``migrateToURI3`` together with the
 
 from nova import exception
 from nova.virt import hardware
+from oslo_log import log as logging
 from oslo_utils import strutils
 from oslo_utils import units
 
+LOG = logging.getLogger(__name__)
+
 # The Python bindings of an unpatched libvirt do not know the flag.
 VIR_MIGRATE_SPLIT = 1 << 21
+# Flags Nova may set ([libvirt] live_migration_permit_post_copy,
+# live_migration_parallel_connections) that libvirt refuses together with
+# VIR_MIGRATE_SPLIT: the memory servers take the pages post-copy would
+# fetch later, and QEMU classifies pages in the one migration thread.
+VIR_MIGRATE_POSTCOPY = 1 << 15
+VIR_MIGRATE_PARALLEL = 1 << 17
+NOT_WITH_SPLIT = VIR_MIGRATE_POSTCOPY | VIR_MIGRATE_PARALLEL
+PARAM_PARALLEL_CONNECTIONS = 'parallel.connections'
 PARAM_SUB_HOST_URI = 'split.sub-host-uri'
 PARAM_MIRROR_URI = 'split.mirror-uri'
 PARAM_MAIN_LIMIT = 'split.main-limit'
@@ -117,7 +128,9 @@ class SplitDomain(object):
 
     Nova's Guest.migrate() builds the parameters itself and has no hook
     for extra ones; wrapping the domain adds ours to its call and leaves
-    everything else to the real domain.
+    everything else to the real domain. Post-copy and parallel
+    connections, which Nova adds when they are configured and libvirt
+    refuses with a split, are left out of that migration.
     """
 
     def __init__(self, domain, params):
@@ -129,6 +142,12 @@ class SplitDomain(object):
 
     def migrateToURI3(self, dconnuri, params, flags):
         merged = dict(params)
+        if flags & NOT_WITH_SPLIT:
+            LOG.info('Split migration of %s: without post-copy and '
+                     'parallel connections (flags %#x dropped)',
+                     self._puma_domain.name(), flags & NOT_WITH_SPLIT)
+            merged.pop(PARAM_PARALLEL_CONNECTIONS, None)
         merged.update(self._puma_params)
         return self._puma_domain.migrateToURI3(
-            dconnuri, params=merged, flags=flags | VIR_MIGRATE_SPLIT)
+            dconnuri, params=merged,
+            flags=(flags & ~NOT_WITH_SPLIT) | VIR_MIGRATE_SPLIT)

@@ -13,6 +13,7 @@
 from nova import exception
 from nova import objects
 from nova import test
+from nova.tests.fixtures import libvirt as fakelibvirt
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from puma_nova.virt import split
@@ -126,3 +127,37 @@ class MigrateParamsTest(test.NoDBTestCase):
         self.assertEqual([('qemu+tcp://dest/system',
                            {'bandwidth': 0, 'split.main-limit': 5},
                            1 | (1 << 21))], calls)
+
+    def test_split_domain_drops_post_copy_and_parallel(self):
+        # Nova adds them when [libvirt] live_migration_permit_post_copy or
+        # live_migration_parallel_connections > 1 are set; libvirt
+        # refuses both with VIR_MIGRATE_SPLIT.
+        calls = []
+
+        class Domain(object):
+            def name(self):
+                return 'dom'
+
+            def migrateToURI3(self, uri, params, flags):
+                calls.append((params, flags))
+
+        live, p2p, postcopy, parallel = 1, 2, 1 << 15, 1 << 17
+        dom = split.SplitDomain(Domain(), {'split.main-limit': 5})
+        dom.migrateToURI3('qemu+tcp://dest/system',
+                          params={'bandwidth': 0,
+                                  'parallel.connections': 4},
+                          flags=live | p2p | postcopy | parallel)
+        dom.migrateToURI3('qemu+tcp://dest/system',
+                          params={'bandwidth': 0}, flags=live | postcopy)
+        self.assertEqual(
+            [({'bandwidth': 0, 'split.main-limit': 5},
+              live | p2p | split.VIR_MIGRATE_SPLIT),
+             ({'bandwidth': 0, 'split.main-limit': 5},
+              live | split.VIR_MIGRATE_SPLIT)], calls)
+
+    def test_flag_values_are_libvirts(self):
+        # Nova's fakelibvirt copies libvirt's values.
+        self.assertEqual(fakelibvirt.VIR_MIGRATE_POSTCOPY,
+                         split.VIR_MIGRATE_POSTCOPY)
+        self.assertEqual(fakelibvirt.VIR_MIGRATE_PARALLEL,
+                         split.VIR_MIGRATE_PARALLEL)

@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Puma Nova driver carries out real split migrations in the lab.
+
+Hosts A (source) and B (main host) run the patched libvirtd, C (sub host)
+only its namespace. Each host has its own Puma driver
+(``PumaLibvirtDriver``, in a process inside the host's namespace, see
+puma_lab/nova_agent.py): B's destination check plans the split and has
+the memory server started on C by C's driver (``MemoryServers``, a real
+``qemu-memory-server``); A's ``_live_migration_operation`` builds the
+split parameters and migrates through Nova's own code
+(``Guest.migrate`` -> ``migrateToURI3`` of libvirt-python on A's
+libvirtd). The guest runs memverify throughout. The Puma scheduler is a
+stand-in (puma_lab.nova_compute.Ledger); there is no Nova database, API
+or message bus.
+"""
+
+import time
+import uuid
+
+import pytest
+
+from puma_lab import memserver
+from puma_lab import netns
+from puma_lab import nova_compute
+from puma_lab import paths
+from puma_lab import split
+
+MEM_MB = 512
+WSS_MB = 160          # as test_split.py: memverify's working set
+RATE = 32
+LIMIT_MB = 128        # main-host resident limit: below the working set
+# B is told it has this much free RAM: the guest does not fit, the
+# limit does.
+B_FREE_MB = 256
+PORTS = (7900, 7909)
+POSTCOPY = 1 << 15    # VIR_MIGRATE_POSTCOPY
+
+
+@pytest.fixture
+def stack():
+    why = split.missing('virsh') or nova_compute.missing()
+    if why:
+        pytest.skip('split migration through the Nova driver unavailable: '
+                    '%s' % why)
+
+
+def cloud_of(lab, source_options=None):
+    a, b = split.make_hosts(lab, 'virsh', ('a', 'b'))
+    c, = split.make_hosts(lab, 'qmp', ('c',))
+    ledger = nova_compute.Ledger({'sub_host': 'c', 'main_limit_mb': LIMIT_MB,
+                                  'remote_mb': MEM_MB - LIMIT_MB})
+    cloud = nova_compute.Cloud(ledger)
+    # Nova's in-process messaging driver: nothing leaves an agent.
+    common = {'transport_url': 'fake:/', 'debug': True, 'use_stderr': True,
+              'libvirt.virt_type': 'qemu', 'puma.report_interval': 0}
+    for h in (a, b):
+        cloud.add(h, **dict(common, **{
+            'libvirt.connection_uri': h.uri,
+            'instances_path': lab.path('nova-%s' % h.name),
+            'my_ip': h.addr}, **((source_options or {}) if h is a else {})))
+    cloud.add(c, **dict(common, **{
+        'instances_path': lab.path('nova-c'), 'my_ip': c.addr,
+        'puma.memory_server_binary': paths.memory_server(),
+        'puma.memory_server_port_min': PORTS[0],
+        'puma.memory_server_port_max': PORTS[1]}))
+    return (a, b, c), cloud
+
+
+def instance_of(g):
+    return {'uuid': g.host.virsh('domuuid', g.name).strip(),
+            'memory_mb': MEM_MB, 'vcpus': 2, 'host': 'a',
+            'extra_specs': {'puma:split': 'allowed'}}
+
+
+def migration_of(b):
+    return {'migration_uuid': str(uuid.uuid4()), 'source': 'a',
+            'dest': 'b', 'dest_addr': b.addr}
+
+
+def servers_on(host):
+    """qemu-memory-server processes in HOST's namespace."""
+    found = []
+    for pid in netns.pids(host.ns):
+        try:
+            with open('/proc/%d/cmdline' % pid, 'rb') as f:
+                argv = f.read().split(b'\0')
+        except OSError:
+            continue
+        if argv[0].endswith(b'qemu-memory-server'):
+            found.append(pid)
+    return found
+
+
+def verified(g, pid):
+    res = split.stop_workload(g, pid)
+    assert res.rc == 0 and 'corrupt=0' in res.out, res
+    return res
+
+
+def domstats(host, name):
+    out = host.virsh('domstats', '--split', name)
+    return {k.strip(): v.strip() for k, _, v in
+            (line.partition('=') for line in out.splitlines() if '=' in line)}
+
+
+# Nova's [libvirt] options on the source: the defaults, and post-copy
+# permitted (a common setting), which adds VIR_MIGRATE_POSTCOPY to the
+# flags of every live migration; libvirt refuses it with a split.
+SOURCE_OPTIONS = {
+    'defaults': {},
+    'post-copy-permitted': {'libvirt.live_migration_permit_post_copy': True},
+}
+
+
+@pytest.mark.parametrize('source', sorted(SOURCE_OPTIONS))
+def test_driver_split_migration(stack, lab, source):
+    (a, b, c), cloud = cloud_of(lab, SOURCE_OPTIONS[source])
+    g = split.make_guest('virsh', lab, a, 'vm1', mem_mb=MEM_MB)
+    inst = instance_of(g)
+    pid = split.start_workload(g, WSS_MB, RATE)
+    mig = migration_of(b)
+
+    plan = cloud.call('b', 'plan', instance=inst,
+                      migration_uuid=mig['migration_uuid'],
+                      free_mb=B_FREE_MB)
+    assert plan['sub_host'] == 'c' and plan['main_limit_mb'] == LIMIT_MB
+    assert plan['sub_uri'].startswith('tcp:%s:' % c.addr), plan
+    servers = cloud.call('c', 'memory_servers')
+    assert list(servers) == [inst['uuid']], servers
+    srv_pid = servers[inst['uuid']]['pid']
+    assert servers_on(c) == [srv_pid]
+    cloud.call('b', 'pre_live_migration', instance=inst)
+
+    flags = cloud.call('a', 'migrate', instance=inst, migration=mig)
+    # Nova's own flags for this source; the driver leaves post-copy out.
+    assert bool(flags['flags'] & POSTCOPY) == (source != 'defaults')
+    assert cloud.ledger.entries[inst['uuid']]['state'] == 'running'
+    g.host = b
+    assert b.virsh('domstate', 'vm1').strip() == 'running'
+    assert 'vm1' not in a.virsh('list', '--all', '--name').split()
+    split.walk(g)
+    st = g.qmp('x-query-split')
+    assert st['state'] == 'active', st
+    assert st['remote-pages'] > 0 and st['page-ins'] > 0, st
+    assert [(s['uri'], s['state']) for s in st['servers']] == [
+        (plan['sub_uri'], 'up')], st
+    stats = domstats(b, 'vm1')
+    assert int(stats['split.remote_pages']) > 0, stats
+    assert int(stats['split.page_ins']) > 0, stats
+    port = int(plan['sub_uri'].rsplit(':', 1)[1])
+    assert memserver.stats(c, port)['total_pages'] > 0
+    verified(g, pid)
+    print('flags=%#x x-query-split=%s domstats=%s'
+          % (flags['flags'], st, stats))
+
+    # Nova's post-migration steps, then the instance is deleted on B:
+    # the driver releases the split and C's driver stops the server.
+    cloud.call('b', 'post_at_destination', instance=inst)
+    cloud.call('a', 'post_at_source', instance=inst)
+    assert cloud.ledger.entries[inst['uuid']]['state'] == 'done'
+    assert servers_on(c) == [srv_pid]
+    cloud.call('b', 'delete', instance=inst)
+    assert b.virsh('list', '--all', '--name').split() == []
+    assert cloud.ledger.entries == {}
+    assert cloud.call('c', 'memory_servers') == {}
+    assert servers_on(c) == []
+
+
+def test_driver_rollback_with_a_dead_server(stack, lab):
+    (a, b, c), cloud = cloud_of(lab)
+    g = split.make_guest('virsh', lab, a, 'vm2', mem_mb=MEM_MB)
+    inst = instance_of(g)
+    pid = split.start_workload(g, WSS_MB, RATE)
+    mig = migration_of(b)
+    plan = cloud.call('b', 'plan', instance=inst,
+                      migration_uuid=mig['migration_uuid'],
+                      free_mb=B_FREE_MB)
+    srv_pid, = servers_on(c)
+    # The sub host's memory server dies before the migration starts.
+    netns.run('kill', '-KILL', str(srv_pid))
+    deadline = time.monotonic() + 30
+    while servers_on(c) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert servers_on(c) == []
+
+    with pytest.raises(nova_compute.AgentError) as err:
+        cloud.call('a', 'migrate', instance=inst, migration=mig)
+    assert err.value.type == 'libvirtError', err.value
+    print('migration failed: %s' % err.value)
+    assert a.virsh('domstate', 'vm2').strip() == 'running'
+    assert b.virsh('list', '--all', '--name').split() == []
+    assert cloud.call('c', 'memory_servers') == {inst['uuid']: {
+        'pid': srv_pid, 'port': int(plan['sub_uri'].rsplit(':', 1)[1]),
+        'size_mb': MEM_MB - LIMIT_MB}}
+
+    cloud.call('a', 'rollback_at_source', instance=inst)
+    assert cloud.call('c', 'memory_servers') == {}
+    assert cloud.ledger.entries == {}
+    assert cloud.call('b', 'split_plan',
+                      instance_uuid=inst['uuid']) is None
+    assert ('split_state', {'instance_uuid': inst['uuid'],
+                            'state': 'failed'}) in cloud.ledger.calls
+    split.walk(g)
+    verified(g, pid)
