@@ -49,7 +49,7 @@ class SourceSplitTest(test.NoDBTestCase):
         drv._puma_source_plans = {}
         drv._puma_local = threading.local()
         drv._puma_compute_api = mock.Mock()
-        drv._puma_scheduler = mock.Mock()
+        drv._puma_scheduler_api = mock.Mock()
         self.migrate_data = objects.LibvirtLiveMigrateData(
             migration=objects.Migration(uuid=uuids.migration))
         self.seen = {}
