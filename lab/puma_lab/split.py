@@ -11,6 +11,9 @@ tests and the demo read the same with either:
 - :class:`QmpGuest`: QEMU processes started by the lab on hosts without
   libvirtd, migrated with the x-split capability and parameters.
 
+``migrate(..., mode='precopy')`` is a plain live migration instead (e.g.
+of a guest that came by split migration).
+
 :func:`missing` says why a driver cannot run with the lab's QEMU, memory
 server and libvirt (tests skip with that reason).
 """
@@ -108,6 +111,10 @@ class QmpGuest:
             uris, limit = split_args(servers, limit)
             params = {'x-split-sub-uris': ','.join(uris),
                       'x-split-main-limit': limit}
+        else:
+            # A guest that came by split migration still has x-split set
+            # (it was set on its QEMU as a destination): not this time.
+            self._split_off()
         if bandwidth:
             params['max-bandwidth'] = bandwidth * 1024 * 1024
         self.mig = qmp_migration.Migration(self.vm, self.dst, dst_host, mode,
@@ -118,6 +125,11 @@ class QmpGuest:
             self._drop_destination()
             raise
         return self
+
+    def _split_off(self):
+        caps = self.vm.qmp('query-migrate-capabilities')
+        if any(c['capability'] == 'x-split' and c['state'] for c in caps):
+            qmp_migration.set_capabilities(self.vm, {'x-split': False})
 
     def migrate_wait(self, timeout=900):
         """Wait for the end; on success the guest lives on the destination."""
@@ -215,9 +227,14 @@ class VirshGuest:
     def running(self):
         return self.qmp('query-status')['status']
 
-    def _argv(self, dst_host, servers, limit, bandwidth):
+    def _argv(self, dst_host, servers, limit, bandwidth, mode='split'):
         argv = ['migrate', '--live', '--p2p', '--persistent',
-                '--undefinesource', '--verbose', '--split']
+                '--undefinesource', '--verbose']
+        if mode != 'split':
+            if bandwidth:
+                argv += ['--bandwidth', str(bandwidth)]
+            return argv + [self.name, dst_host.uri]
+        argv.append('--split')
         uris = [s if isinstance(s, str) else s.uri for s in servers]
         if uris:
             argv += ['--split-sub-host-uri', uris[0]]
@@ -230,9 +247,9 @@ class VirshGuest:
         return argv + [self.name, dst_host.uri]
 
     def migrate_start(self, dst_host, servers=(), limit=0, bandwidth=0,
-                      argv=None):
+                      argv=None, mode='split'):
         self.dst_host = dst_host
-        argv = argv or self._argv(dst_host, servers, limit, bandwidth)
+        argv = argv or self._argv(dst_host, servers, limit, bandwidth, mode)
 
         def run():
             try:

@@ -46,6 +46,7 @@ def walk(g, n=2):
 
 def verified(g, pid):
     res = split.stop_workload(g, pid)
+    print('memverify on %s:' % g.host.name, res.out.strip())
     assert res.rc == 0 and 'corrupt=0' in res.out, res
     return res
 
@@ -72,10 +73,14 @@ def server_empty(srv, timeout=60):
     return st
 
 
-def test_split_migration_pages_remotely(driver, lab):
+def split_to_b(driver, lab, name):
+    """Guest NAME split-migrated from A to B, pages on C, B paging out.
+
+    Returns the hosts, the memory server, the guest and memverify's pid.
+    """
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
-    g = split.make_guest(driver, lab, a, 'vm1', mem_mb=MEM_MB)
+    g = split.make_guest(driver, lab, a, name, mem_mb=MEM_MB)
     pid = workload(g)
 
     g.migrate(b, [srv], LIMIT)
@@ -84,32 +89,72 @@ def test_split_migration_pages_remotely(driver, lab):
     st = g.qmp('x-query-split')
     assert st['state'] == 'active', st
     # Part of the working set lives on C and came back on demand; the
-    # memory the guest never used is neither here nor there.
+    # memory the guest never used is neither here nor there.  The working
+    # set is larger than the limit: B pages out too.
     assert st['remote-pages'] > 0 and st['page-ins'] > 0, st
+    assert st['page-outs'] > 0, st
     assert st['unused-pages'] > 0, st
     assert st['resident-pages'] + st['remote-pages'] + \
         st['unused-pages'] >= MEM_MB * 1024 * 1024 // PAGE, st
     assert [s['state'] for s in st['servers']] == ['up'], st
     assert c.addr in st['servers'][0]['uri'], st
     assert srv.stats()['total_pages'] > 0
+    print('on B after the first hop:', st)
     if driver == 'virsh':
-        stats = b.virsh('domstats', '--split', 'vm1')
+        stats = b.virsh('domstats', '--split', name)
         for field in ('split.state', 'split.resident_pages',
                       'split.remote_pages', 'split.unused_pages',
                       'split.page_ins', 'split.page_outs'):
             assert field + '=' in stats, stats
+    return a, b, c, srv, g, pid
 
-    # A second hop lost pages in earlier tests of this series, so QEMU
-    # refuses it for now (and libvirt refuses a plain migration): the
-    # migration fails, the guest keeps running on B, its memory intact.
-    with pytest.raises(errors.LabError):
-        g.migrate(a, [srv], LIMIT)
-    assert g.host is b
+
+def test_split_there_and_back(driver, lab):
+    a, b, c, srv, g, pid = split_to_b(driver, lab, 'vm1')
+
+    # B -> A, split again with C, while memverify runs and B pages out:
+    # B pages everything in, then classifies and sends it afresh.
+    g.migrate(a, [srv], LIMIT)
+    assert g.host is a
     assert g.running() == 'running'
     walk(g)
-    assert g.qmp('x-query-split')['state'] == 'active'
+    st = g.qmp('x-query-split')
+    print('on A after the second hop:', st)
+    assert st['state'] == 'active', st
+    assert st['remote-pages'] + st['page-ins'] > 0, st
+    assert c.addr in st['servers'][0]['uri'], st
+    assert srv.stats()['total_pages'] > 0
     verified(g, pid)
-    assert g.qemu_left_on(a) == []
+    assert g.qemu_left_on(b) == []
+    assert srv.alive()
+
+
+def test_split_then_plain_migration(driver, lab):
+    a, b, c, srv, g, pid = split_to_b(driver, lab, 'vm7')
+
+    if driver == 'virsh':
+        # libvirt (libvirt-patches 0010) only migrates a domain that pages
+        # remotely with --split: the guest stays on B, memory intact.
+        with pytest.raises(errors.LabError, match='VIR_MIGRATE_SPLIT'):
+            g.migrate(a, mode='precopy')
+        assert g.host is b
+        assert g.running() == 'running'
+        walk(g)
+        assert g.qmp('x-query-split')['state'] == 'active'
+        verified(g, pid)
+        assert g.qemu_left_on(a) == []
+        return
+
+    # B pages everything in and sends it all in the migration stream; C
+    # forgets the VM.
+    g.migrate(a, mode='precopy')
+    assert g.host is a
+    assert g.running() == 'running'
+    walk(g)
+    assert g.qmp('x-query-split')['state'] == 'none'
+    assert server_empty(srv)['total_pages'] == 0
+    verified(g, pid)
+    assert g.qemu_left_on(b) == []
     assert srv.alive()
 
 
