@@ -132,19 +132,6 @@ def test_split_there_and_back(driver, lab):
 def test_split_then_plain_migration(driver, lab):
     a, b, c, srv, g, pid = split_to_b(driver, lab, 'vm7')
 
-    if driver == 'virsh':
-        # libvirt (libvirt-patches 0010) only migrates a domain that pages
-        # remotely with --split: the guest stays on B, memory intact.
-        with pytest.raises(errors.LabError, match='VIR_MIGRATE_SPLIT'):
-            g.migrate(a, mode='precopy')
-        assert g.host is b
-        assert g.running() == 'running'
-        walk(g)
-        assert g.qmp('x-query-split')['state'] == 'active'
-        verified(g, pid)
-        assert g.qemu_left_on(a) == []
-        return
-
     # B pages everything in and sends it all in the migration stream; C
     # forgets the VM.
     g.migrate(a, mode='precopy')

@@ -318,8 +318,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                     e.get('state') in ('running', 'done')):
                 raise exception.MigrationPreCheckError(
                     reason='instance %s keeps %s MiB of its memory on sub '
-                           'host %s (split migration); a split instance '
-                           'cannot be migrated again yet: QEMU refuses it'
+                           'host %s (split migration); the Puma driver does '
+                           'not migrate a split instance again yet'
                            % (instance.uuid, e.get('mb'),
                               e.get('sub_host')))
 

@@ -41,11 +41,13 @@ PARAM_SUB_HOST_URI = 'split.sub-host-uri'
 PARAM_MIRROR_URI = 'split.mirror-uri'
 PARAM_MAIN_LIMIT = 'split.main-limit'
 
-# QEMU refuses to migrate, save or snapshot a VM whose memory is split
-# (docs/split-migration.md, "A second migration is refused"), so the
-# driver refuses to live-migrate one before anything is reserved. The
-# ledger handling of a second hop does not depend on it (tests turn it
-# on to check that a rolled back second hop keeps the first split).
+# QEMU and libvirt migrate a split VM again (docs/split-migration.md),
+# but the driver's second hop (the first split's memory server and ledger
+# entry handed over on success) has only run against fakelibvirt, never
+# against the lab's real stack, so the driver refuses to live-migrate a
+# split instance before anything is reserved. The ledger handling of a
+# second hop does not depend on it (tests turn it on to check that a
+# rolled back second hop keeps the first split).
 MIGRATE_AGAIN_SUPPORTED = False
 
 EXTRA_SPEC = 'puma:split'

@@ -137,7 +137,7 @@ class ReleaseTest(test.NoDBTestCase):
                                self.instance)
         self.assertIn('keeps 2048 MiB of its memory on sub host sub',
                       str(ex))
-        self.assertIn('cannot be migrated again yet', str(ex))
+        self.assertIn('does not migrate a split instance again yet', str(ex))
         # Not split from this host, or not splittable: nothing to refuse.
         self._driver('src')._puma_check_not_split(self.instance)
         self._driver('dest')._puma_check_not_split(test_split._instance())
