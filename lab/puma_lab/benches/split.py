@@ -25,6 +25,7 @@ reported as skipped with the reason and null figures.
 
 import argparse
 import sys
+import time
 import uuid
 
 from puma_lab import errors
@@ -164,10 +165,19 @@ def fresh_memory(ga, pid, dst, servers, mib):
     ga.run('kill -STOP %d' % pid)
     try:
         ga.run('memverify -m %d -t 0' % mib, timeout=600)
+        # Read the pager and the servers while the workload is stopped
+        # and nothing is in flight (the same page-ins twice in a row),
+        # or faults between the two reads count as requests for pages
+        # the servers never held.
+        after = None
+        for _ in range(20):
+            prev, after = after, dst.qmp('x-query-split')
+            asked = sum(s.stats()['gets'] for s in servers)
+            if prev and prev['page-ins'] == after['page-ins'] == asked:
+                break
+            time.sleep(0.2)
     finally:
         ga.run('kill -CONT %d' % pid)
-    after = dst.qmp('x-query-split')
-    asked = sum(s.stats()['gets'] for s in servers)
     return {
         'fresh_unused_faults': after['unused-faults'] -
         before['unused-faults'],
