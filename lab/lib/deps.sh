@@ -17,7 +17,7 @@ PUMA_APT_PACKAGES="
 	libnl-3-dev libnl-route-3-dev libjson-c-dev libudev-dev libacl1-dev
 	libselinux1-dev libpciaccess-dev python3-docutils
 	seabios ipxe-qemu
-	iproute2 e2fsprogs debootstrap busybox-static cpio xz-utils zstd kmod
+	iproute2 nftables e2fsprogs debootstrap busybox-static cpio xz-utils zstd kmod
 	gcc gcc-multilib make libelf-dev libssl-dev bc dwarves
 	python3 python3-pip python3-dev"
 # Daemons the lab runs privately, one instance per test (lib/rabbitmq.sh);
