@@ -163,6 +163,13 @@ class PumaServersTestBase(base.LibvirtMigrationMixin,
         # the tests check the inventories it ends with.)
         self.assertNotIn('Error updating resources',
                          self.stdlog.logger.output)
+        # And it logged no warning at all (over-allocation, unknown
+        # allocations, instances it cannot account for...) but the one
+        # every compute logs when it first starts.
+        warnings = [line for line in self.stdlog.logger.output.splitlines()
+                    if 'WARNING' in line and 'resource_tracker' in line and
+                    'No compute node record for' not in line]
+        self.assertEqual([], warnings)
 
     def _split_flavor(self, **extra):
         spec = {'puma:split': 'allowed'}
@@ -473,7 +480,7 @@ class SplitAgainTest(PumaServersTestBase):
         self.sched.main_limits['src'] = 2 * GIB
         self.sched.sub_hosts = ['sub', 'sub2']
 
-    def test_refused_while_qemu_refuses(self):
+    def test_second_hop_refused(self):
         server, first, pid = self._split_to_dest()
         dest_inv = self._memory_inventory('dest')
         sub_inv = self._memory_inventory('sub')
@@ -490,8 +497,8 @@ class SplitAgainTest(PumaServersTestBase):
         self._wait_for_migration_status(server, ['error'])
         self._wait_for_state_change(server, 'ACTIVE')
         self.assertIn('keeps 2048 MiB of its memory on sub host sub (split '
-                      'migration); a split instance cannot be migrated '
-                      'again yet', self.stdlog.logger.output)
+                      'migration); the Puma driver does not migrate a '
+                      'split instance again yet', self.stdlog.logger.output)
         self.assertEqual(1, len(self.migrations))
         self.assertEqual([], [c for c in self.sched.calls[calls:]
                               if c[0] != 'report_host'])
