@@ -95,7 +95,7 @@ class ComputeClient(object):
 
 
 class SchedulerClient(object):
-    """puma_nova.compute.scheduler_client's methods, over the relay."""
+    """puma_nova.scheduler.rpcapi.SchedulerAPI's methods, over the relay."""
 
     def __init__(self, relay):
         self._relay = relay
@@ -115,8 +115,9 @@ class SchedulerClient(object):
     def get_ledger(self, ctxt, host, timeout=None):
         return self._call('get_ledger', host=host)
 
-    def release_split(self, ctxt, instance_uuid):
-        return self._call('release_split', instance_uuid=instance_uuid)
+    def release_split(self, ctxt, instance_uuid, main_host=None):
+        return self._call('release_split', instance_uuid=instance_uuid,
+                          main_host=main_host)
 
     def split_state(self, ctxt, instance_uuid, state):
         return self._call('split_state', instance_uuid=instance_uuid,
@@ -175,7 +176,7 @@ class Agent(object):
             'libvirt connection %s (%s)', 'up' if enabled else 'down',
             reason)
         drv._puma_compute_api = ComputeClient(relay)
-        drv._puma_scheduler = SchedulerClient(relay)
+        drv._puma_scheduler_api = SchedulerClient(relay)
         if libvirtd:
             # The driver's own init_host against the host's libvirtd:
             # Nova's checks and migration flags, Puma's memory servers,

@@ -61,8 +61,10 @@ class Ledger:
         return [dict(e) for e in self.entries.values()
                 if host in (e['main_host'], e['sub_host'])]
 
-    def release_split(self, instance_uuid):
-        self.entries.pop(instance_uuid, None)
+    def release_split(self, instance_uuid, main_host=None):
+        e = self.entries.get(instance_uuid)
+        if e and main_host in (None, e['main_host']):
+            del self.entries[instance_uuid]
 
     def split_state(self, instance_uuid, state):
         if instance_uuid in self.entries:
