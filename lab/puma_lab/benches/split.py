@@ -85,11 +85,11 @@ def measure(lab, hosts, mode, args):
     migration.wait_rounds(src.agent, 1, timeout=600)
     fig = {'used_bytes': ram_resident(src),
            'guest_used_bytes': guest_used(src)}
-    params = {}
-    if args.bandwidth:
-        params['max-bandwidth'] = args.bandwidth * MIB
-        if mode == 'postcopy':
-            params['max-postcopy-bandwidth'] = args.bandwidth * MIB
+    # The same cap for every mode, always explicit (0: none).  With
+    # x-split it covers the pages PUT to the memory server too.
+    params = {'max-bandwidth': args.bandwidth * MIB}
+    if mode == 'postcopy':
+        params['max-postcopy-bandwidth'] = args.bandwidth * MIB
     servers = []
     if mode == 'split':
         servers = [memserver.MemoryServer(c, max_mb=args.mem).start()]
@@ -201,8 +201,9 @@ def run(argv):
                     help='MiB/s the working set is rewritten at')
     ap.add_argument('--limit', type=int, default=256,
                     help='split: main-host resident limit, MiB')
-    ap.add_argument('--bandwidth', type=int, default=0,
-                    help='migration bandwidth cap, MiB/s (0: none)')
+    ap.add_argument('--bandwidth', type=int, default=128,
+                    help='migration bandwidth cap, MiB/s, every mode '
+                    '(default: QEMU\'s own default; 0: none)')
     ap.add_argument('--vcpus', type=int, default=2)
     ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS)
     ap.add_argument('--modes', default=','.join(MODES))
