@@ -3,8 +3,10 @@
 
 A borrower guest with BORROWER_MB of RAM reads a working set of WS_MB
 (default twice its RAM) from a virtio disk throttled to IOPS (a cloud
-volume).  Cases, each after a page-cache drop and one sequential warm-up
-pass over the working set:
+volume).  Cases, each after a page-cache drop, one sequential warm-up
+pass over the working set and RANDOM_WARMUP seconds of unmeasured random
+reads (what an application running for a while leaves in the caches:
+the borrower's page cache and, with Puma, the lender's):
 
 - ``nopuma``: the borrower alone;
 - ``upper``: the upper bound, a borrower with BORROWER_MB + LENDER_MB;
@@ -15,7 +17,10 @@ each measured with fio: 4 KiB random reads for RUNTIME seconds (``random``)
 and, from a cold cache, a sequential scan of the working set (``seq``; for
 Puma also with the filter off, ``seq_nofilter``).  Figures per case: IOPS,
 MiB/s, p50/p99 completion latency, and the reads that reached the virtio
-disk (QEMU's block stats).
+disk (QEMU's block stats); for Puma also the gets and hits of the
+measured random reads (``random_gets_puma``, ``random_hits_puma``) and
+the round trip of the network between the two guests, from ping
+(``net_rtt_ms``: min, avg, max): no get can be faster.
 
 The Puma case runs only when guest-kmod/ builds a puma.ko and ships
 ``tools/pumactl``, and the module, loaded in the borrower, offers the
@@ -124,6 +129,9 @@ def summarize(meas, skipped):
         out['lender_' + key] = reclaim.get(key)
     out['lender_reclaim_x'] = _ratio(reclaim.get('alloc_hosting_s'),
                                      reclaim.get('alloc_idle_s'))
+    out['random_gets_puma'] = get('puma', 'random', 'gets')
+    out['random_hits_puma'] = get('puma', 'random', 'hits')
+    out['net_rtt_ms'] = meas.get('puma', {}).get('net_rtt_ms')
     out['puma_stats'] = meas.get('puma', {}).get('stats')
     out['skipped'] = skipped
     return out
@@ -137,17 +145,17 @@ def disk_reads(g):
     raise errors.LabError('guest %s has no data disk d1' % g.name)
 
 
-def fio(g, kind, args):
+def fio(g, kind, args, runtime=None):
     """Run one fio case in G from a page cache prepared by the caller."""
     argv = ('fio --name=%s --filename=%s --readonly --invalidate=0 '
             '--output-format=json %s'
             % (kind, DATA, FIO[kind.split('_')[0]]))
     if kind == 'random':
-        argv += ' --runtime=%d' % args.runtime
+        argv += ' --runtime=%d' % (runtime or args.runtime)
     else:
         argv += ' --size=%dM --runtime=%d' % (args.ws_mb, 4 * args.runtime)
     before = disk_reads(g)
-    res = g.run(argv, timeout=20 * args.runtime + 600)
+    res = g.run(argv, timeout=20 * (runtime or args.runtime) + 600)
     fig = fio_figures(json.loads(res.out[res.out.index('{'):]))
     fig['disk_reads'] = disk_reads(g) - before
     print('%s %s: %s' % (g.name, kind, fig), file=sys.stderr)
@@ -166,10 +174,17 @@ def warm_up(g, args):
           % DATA, timeout=20 * args.runtime + 600)
 
 
+def random_warm_up(g, args):
+    """Unmeasured random reads, to reach the caches' steady state."""
+    if args.random_warmup:
+        fio(g, 'random', args, runtime=args.random_warmup)
+
+
 def measure(g, args, seq_kinds=('seq',)):
     """Random reads after a warm-up, then cold sequential scans."""
     out = {}
     warm_up(g, args)
+    random_warm_up(g, args)
     out['random'] = fio(g, 'random', args)
     for kind in seq_kinds:
         drop_caches(g)
@@ -220,6 +235,14 @@ def lender_hog(g, args):
     secs = int(res.out.split()[-1]) / 1e9
     print('%s hog of %d MiB: %.2f s' % (g.name, mib, secs), file=sys.stderr)
     return round(secs, 3)
+
+
+def net_rtt_ms(g, ip):
+    """Ping round trips from G to IP, ms: {'min', 'avg', 'max'}."""
+    line = g.run('ping -c 20 -i 0.2 -q %s' % ip).out.strip().splitlines()[-1]
+    # rtt min/avg/max/mdev = 1.005/1.753/7.319/1.401 ms
+    values = line.split('=')[1].split()[0].split('/')
+    return {k: float(v) for k, v in zip(('min', 'avg', 'max'), values)}
 
 
 def wait_ready(g, tries=120):
@@ -291,13 +314,19 @@ def puma_case(lab, args, borrower, share):
     lender_hog(lender, args)
     reclaim = {'alloc_idle_s': lender_hog(lender, args)}
     pair(lender, borrower, args.puma_set)
-    out = {}
+    out = {'net_rtt_ms': net_rtt_ms(borrower,
+                                    lender.addrs[0].split('/')[0])}
     # The warm-up is a sequential pass: with the filter on, nothing it
     # evicts would reach the lender.
     pumactl(borrower, 'set', 'seq_filter', '0')
     warm_up(borrower, args)
     pumactl(borrower, 'set', 'seq_filter', '1')
+    random_warm_up(borrower, args)
+    before = puma_stats(borrower)
     out['random'] = fio(borrower, 'random', args)
+    after = puma_stats(borrower)
+    for key in ('gets', 'hits'):
+        out['random'][key] = after[key] - before[key]
     drop_caches(borrower)
     out['seq'] = fio(borrower, 'seq', args)
     # Filter off: a first scan fills the lender, the second is measured.
@@ -342,6 +371,8 @@ def run(argv):
                     help='IOPS limit of the data disk')
     ap.add_argument('--runtime', type=int, default=60,
                     help='seconds of random reads per case')
+    ap.add_argument('--random-warmup', type=int, default=60,
+                    help='seconds of unmeasured random reads before them')
     ap.add_argument('--puma-set', action='append', default=[],
                     metavar='NAME=VALUE',
                     help='pumactl set NAME VALUE on the borrower')
@@ -402,6 +433,7 @@ def run(argv):
         print('case %s skipped: %s' % (case, why), file=sys.stderr)
     fig = {'kernel': args.kernel, 'borrower_mb': args.borrower_mb,
            'lender_mb': args.lender_mb, 'ws_mb': args.ws_mb,
-           'iops_limit': args.iops, 'runtime_s': args.runtime}
+           'iops_limit': args.iops, 'runtime_s': args.runtime,
+           'random_warmup_s': args.random_warmup}
     fig.update(summarize(meas, skipped))
     return fig

@@ -35,7 +35,8 @@ def test_puma_not_run_gives_nulls_and_the_reason():
                 'random_iops_puma', 'seq_mib_s_puma',
                 'seq_nofilter_mib_s_puma', 'puma_stats',
                 'lender_reclaim_x', 'lender_alloc_idle_s',
-                'lender_hosted_before'):
+                'lender_hosted_before', 'random_gets_puma',
+                'random_hits_puma', 'net_rtt_ms'):
         assert out[key] is None, key
     assert out['p99_ms'] == {'random_nopuma': 6.0, 'seq_nopuma': 9.0,
                              'random_upper': 0.5, 'random_puma': None,
@@ -46,7 +47,9 @@ def test_puma_not_run_gives_nulls_and_the_reason():
 def test_ratios_when_every_case_ran():
     meas = {'nopuma': {'random': {'iops': 300.0}, 'seq': {'mib_s': 24.0}},
             'upper': {'random': {'iops': 6000.0}},
-            'puma': {'random': {'iops': 4500.0}, 'seq': {'mib_s': 23.0},
+            'puma': {'random': {'iops': 4500.0, 'gets': 900, 'hits': 890},
+                     'seq': {'mib_s': 23.0},
+                     'net_rtt_ms': {'min': 0.2, 'avg': 0.3, 'max': 0.9},
                      'seq_nofilter': {'mib_s': 40.0},
                      'stats': {'hits': 7},
                      'reclaim': {'alloc_idle_s': 2.0,
@@ -65,3 +68,21 @@ def test_ratios_when_every_case_ran():
     assert out['seq_x_nopuma'] == 0.96
     assert out['seq_nofilter_mib_s_puma'] == 40.0
     assert out['puma_stats'] == {'hits': 7}
+    assert out['random_gets_puma'] == 900
+    assert out['random_hits_puma'] == 890
+    assert out['net_rtt_ms'] == {'min': 0.2, 'avg': 0.3, 'max': 0.9}
+
+
+def test_net_rtt_parses_ping_summary():
+    class Guest(object):
+        def run(self, cmd):
+            assert cmd == 'ping -c 20 -i 0.2 -q 10.0.0.2'
+
+            class Res(object):
+                out = ('20 packets transmitted, 20 received, 0% packet '
+                       'loss, time 3807ms\n'
+                       'rtt min/avg/max/mdev = 1.005/1.753/7.319/1.401 ms\n')
+            return Res()
+
+    assert puma.net_rtt_ms(Guest(), '10.0.0.2') == {
+        'min': 1.005, 'avg': 1.753, 'max': 7.319}
