@@ -41,7 +41,6 @@ from nova.virt import fake as fake_virt  # noqa: E402
 from oslo_log import log as logging  # noqa: E402
 
 from puma_nova.compute import manager  # noqa: E402
-from puma_nova.compute import memory_server  # noqa: E402
 from puma_nova.virt import driver as puma_driver  # noqa: E402
 
 CONF = nova.conf.CONF
@@ -186,13 +185,7 @@ class Agent(object):
         else:
             # A sub host without libvirtd: only what init_host sets up
             # for the memory servers.
-            drv._puma_host = host
-            drv._puma_memory_servers = memory_server.MemoryServers(
-                os.path.join(CONF.instances_path, 'puma'),
-                CONF.puma.memory_server_binary,
-                CONF.puma.memory_server_address or CONF.my_ip,
-                CONF.puma.memory_server_port_min,
-                CONF.puma.memory_server_port_max)
+            drv.puma_init_memory_servers(host)
         self.endpoint = manager.PumaComputeEndpoint(drv)
         self.instances = {}
         self.migrate_data = {}

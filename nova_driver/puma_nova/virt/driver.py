@@ -87,8 +87,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     # Life cycle -----------------------------------------------------
 
-    def init_host(self, host):
-        super().init_host(host)
+    def puma_init_memory_servers(self, host):
+        """Set up what serves this host's memory servers (init_host)."""
         self._puma_host = host
         self._puma_memory_servers = memory_server.MemoryServers(
             os.path.join(CONF.instances_path, 'puma'),
@@ -96,6 +96,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             CONF.puma.memory_server_address or CONF.my_ip,
             CONF.puma.memory_server_port_min,
             CONF.puma.memory_server_port_max)
+
+    def init_host(self, host):
+        super().init_host(host)
+        self.puma_init_memory_servers(host)
         self._puma_lending = lending.LendingChannel(
             CONF.puma.lending_bridge, CONF.puma.lending_table,
             enabled=CONF.puma.lending_channel_enabled)
