@@ -3,10 +3,12 @@
 
 A borrower guest with BORROWER_MB of RAM reads a working set of WS_MB
 (default twice its RAM) from a virtio disk throttled to IOPS (a cloud
-volume).  Cases, each after a page-cache drop, one sequential warm-up
-pass over the working set and RANDOM_WARMUP seconds of unmeasured random
-reads (what an application running for a while leaves in the caches:
-the borrower's page cache and, with Puma, the lender's):
+volume).  Cases, each after a page-cache drop, WARMUP_PASSES sequential
+warm-up passes over the working set and RANDOM_WARMUP seconds of
+unmeasured random reads (what an application running for a while leaves
+in the caches: the borrower's page cache and, with Puma, the lender's;
+reclaim during one fast pass outruns the network, and the puts it cannot
+buffer are dropped, so the next pass puts what the last one dropped):
 
 - ``nopuma``: the borrower alone;
 - ``upper``: the upper bound, a borrower with BORROWER_MB + LENDER_MB;
@@ -68,9 +70,13 @@ PORT = 7400
 CASES = ('nopuma', 'upper', 'puma')
 # Share of the lender's RAM its memory-hungry program takes.
 HOG_SHARE = 0.7
-# fio case name, fio arguments (the file and run time are added).
+# fio case name, fio arguments (the file and run time are added).  Random
+# reads are uniform and independent from one run to the next: by default
+# fio repeats the same sequence in every run and reads no block twice in
+# one, so a measured run would re-read what its warm-up just cached.
 FIO = {
-    'random': '--rw=randread --bs=4k --ioengine=psync --time_based',
+    'random': '--rw=randread --bs=4k --ioengine=psync --time_based '
+              '--randrepeat=0 --norandommap',
     'seq': '--rw=read --bs=128k --ioengine=psync',
 }
 
@@ -166,12 +172,14 @@ def drop_caches(g):
     g.run('sync; echo 3 > /proc/sys/vm/drop_caches')
 
 
-def warm_up(g, args):
-    """One sequential pass in large requests: the cache keeps what fits."""
+def warm_up(g, args, passes=None):
+    """Sequential passes in large requests: the cache keeps what fits."""
     drop_caches(g)
     g.run('echo 2048 > /sys/block/vdb/queue/read_ahead_kb && '
-          'cat %s > /dev/null; echo 128 > /sys/block/vdb/queue/read_ahead_kb'
-          % DATA, timeout=20 * args.runtime + 600)
+          'for i in $(seq %d); do cat %s > /dev/null; done; '
+          'echo 128 > /sys/block/vdb/queue/read_ahead_kb'
+          % (passes or args.warmup_passes, DATA),
+          timeout=20 * args.runtime + 600)
 
 
 def random_warm_up(g, args):
@@ -331,7 +339,7 @@ def puma_case(lab, args, borrower, share):
     out['seq'] = fio(borrower, 'seq', args)
     # Filter off: a first scan fills the lender, the second is measured.
     pumactl(borrower, 'set', 'seq_filter', '0')
-    warm_up(borrower, args)
+    warm_up(borrower, args, passes=1)
     out['seq_nofilter'] = fio(borrower, 'seq_nofilter', args)
     out['stats'] = {'borrower': puma_stats(borrower),
                     'lender': puma_stats(lender)}
@@ -371,6 +379,8 @@ def run(argv):
                     help='IOPS limit of the data disk')
     ap.add_argument('--runtime', type=int, default=60,
                     help='seconds of random reads per case')
+    ap.add_argument('--warmup-passes', type=int, default=3,
+                    help='sequential passes over the working set first')
     ap.add_argument('--random-warmup', type=int, default=60,
                     help='seconds of unmeasured random reads before them')
     ap.add_argument('--puma-set', action='append', default=[],
@@ -434,6 +444,7 @@ def run(argv):
     fig = {'kernel': args.kernel, 'borrower_mb': args.borrower_mb,
            'lender_mb': args.lender_mb, 'ws_mb': args.ws_mb,
            'iops_limit': args.iops, 'runtime_s': args.runtime,
+           'warmup_passes': args.warmup_passes,
            'random_warmup_s': args.random_warmup}
     fig.update(summarize(meas, skipped))
     return fig
