@@ -161,11 +161,49 @@ def test_mirror_survives_a_dead_server(driver, lab):
     st = g.qmp('x-query-split')
     assert g.running() == 'running'
     assert st['page-ins'] > 0, st
-    # Nothing to re-mirror onto: one copy left, and the pager says so.
+    # Nothing to re-mirror onto while it is dead: one copy left, and
+    # the pager says so.
     assert st['state'] == 'degraded', st
     states = {('up' if s2.host.addr in s['uri'] else 'down'): s['state']
               for s in st['servers']}
     assert states == {'up': 'up', 'down': 'down'}, st
+    verified(g, pid)
+
+
+def split_state(g, want, timeout=300):
+    deadline = time.monotonic() + timeout
+    st = None
+    while time.monotonic() < deadline:
+        st = g.qmp('x-query-split')
+        if st['state'] == want:
+            return st
+        time.sleep(1)
+    raise AssertionError('split state of %s is not %s after %ds: %s'
+                         % (g.name, want, timeout, st))
+
+
+def test_mirror_is_remade_on_a_restarted_server(driver, lab):
+    a, b, c, d = split.make_hosts(lab, driver, ('a', 'b', 'c', 'd'))
+    s1 = memserver.MemoryServer(c).start()
+    s2 = memserver.MemoryServer(d).start()
+    g = split.make_guest(driver, lab, a, 'vm5', mem_mb=MEM_MB)
+    pid = workload(g)
+    g.migrate(b, [s1, s2], LIMIT)
+    walk(g, 1)
+    s1.kill()
+    walk(g, 1)
+    assert g.qmp('x-query-split')['state'] == 'degraded'
+    # A new, empty server where the dead one was: the pager copies the
+    # remote pages onto it from the survivor, then trusts it again.
+    s1 = memserver.MemoryServer(c).start()
+    st = split_state(g, 'active')
+    assert s1.stats()['total_pages'] >= st['remote-pages'] > 0, st
+    # Now the survivor dies: every remote page must come from the copy.
+    s2.kill()
+    walk(g)
+    st = g.qmp('x-query-split')
+    assert g.running() == 'running'
+    assert st['state'] == 'degraded', st
     verified(g, pid)
 
 
