@@ -145,14 +145,24 @@ def test_split_then_plain_migration(driver, lab):
     assert srv.alive()
 
 
-def test_mirror_survives_a_dead_server(driver, lab):
+def mirrored(driver, lab, name):
+    """A guest split from A to B with a mirrored pair of servers on C, D.
+
+    Returns the guest, its workload's pid and the two servers, once the
+    workload walked its working set once on B.
+    """
     a, b, c, d = split.make_hosts(lab, driver, ('a', 'b', 'c', 'd'))
     s1 = memserver.MemoryServer(c).start()
     s2 = memserver.MemoryServer(d).start()
-    g = split.make_guest(driver, lab, a, 'vm2', mem_mb=MEM_MB)
+    g = split.make_guest(driver, lab, a, name, mem_mb=MEM_MB)
     pid = workload(g)
     g.migrate(b, [s1, s2], LIMIT)
     walk(g, 1)
+    return g, pid, s1, s2
+
+
+def test_mirror_survives_a_dead_server(driver, lab):
+    g, pid, s1, s2 = mirrored(driver, lab, 'vm2')
     assert g.qmp('x-query-split')['state'] == 'active'
     assert s1.stats()['total_pages'] == s2.stats()['total_pages'] > 0
 
@@ -183,19 +193,13 @@ def split_state(g, want, timeout=300):
 
 
 def test_mirror_is_remade_on_a_restarted_server(driver, lab):
-    a, b, c, d = split.make_hosts(lab, driver, ('a', 'b', 'c', 'd'))
-    s1 = memserver.MemoryServer(c).start()
-    s2 = memserver.MemoryServer(d).start()
-    g = split.make_guest(driver, lab, a, 'vm5', mem_mb=MEM_MB)
-    pid = workload(g)
-    g.migrate(b, [s1, s2], LIMIT)
-    walk(g, 1)
+    g, pid, s1, s2 = mirrored(driver, lab, 'vm5')
     s1.kill()
     walk(g, 1)
     assert g.qmp('x-query-split')['state'] == 'degraded'
     # A new, empty server where the dead one was: the pager copies the
     # remote pages onto it from the survivor, then trusts it again.
-    s1 = memserver.MemoryServer(c).start()
+    s1 = memserver.MemoryServer(s1.host).start()
     st = split_state(g, 'active')
     assert s1.stats()['total_pages'] >= st['remote-pages'] > 0, st
     # Now the survivor dies: every remote page must come from the copy.
