@@ -324,8 +324,8 @@ def puma_case(lab, args, borrower, share):
     pair(lender, borrower, args.puma_set)
     out = {'net_rtt_ms': net_rtt_ms(borrower,
                                     lender.addrs[0].split('/')[0])}
-    # The warm-up is a sequential pass: with the filter on, nothing it
-    # evicts would reach the lender.
+    # The warm-up passes are sequential: with the filter on, nothing
+    # they evict would reach the lender.
     pumactl(borrower, 'set', 'seq_filter', '0')
     warm_up(borrower, args)
     pumactl(borrower, 'set', 'seq_filter', '1')
