@@ -16,13 +16,18 @@ export CCACHE_DIR=${CCACHE_DIR:-$PUMA_CACHE/ccache}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PUMA_CACHE}
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 
-# Debian sources and kernels the lab is pinned to (DESIGN.md section 3).
-# Patterns, resolved against the configured apt sources at fetch time.
+# Debian sources and kernels the lab is pinned to (docs/design.md, section
+# 3). Patterns, resolved against the configured apt sources at fetch time:
+# the newest matching version that the registry actually serves is used
+# (the index can list a version before its files are downloadable). Set
+# PUMA_QEMU_VERSION, PUMA_LIBVIRT_VERSION, PUMA_LINUX_VERSION or
+# PUMA_KERNEL_6_1_VERSION / PUMA_KERNEL_6_12_VERSION (linux-image-amd64)
+# to pin one exact version instead (docs/lab.md).
 QEMU_SRC_PKG=qemu
 QEMU_SRC_VERSION_GLOB='1:10.0.*'
 LIBVIRT_SRC_PKG=libvirt
 LIBVIRT_SRC_VERSION_GLOB='11.3.0-*'
-# Host kernel for the KVM series (compile-tested only: no hardware KVM here).
+# Host kernel for the KVM series.
 LINUX_SRC_PKG=linux
 LINUX_SRC_VERSION_GLOB='6.12.*'
 # Guest kernels: Debian 12 (6.1) and bookworm-backports (6.12).
@@ -38,6 +43,48 @@ die()
 {
 	printf '[puma-lab] ERROR: %s\n' "$*" >&2
 	exit 1
+}
+
+# elapsed SECONDS - "M:SS" (or "H:MM:SS").
+elapsed()
+{
+	local t=$1
+	if [ "$t" -ge 3600 ]; then
+		printf '%d:%02d:%02d' $((t / 3600)) $((t % 3600 / 60)) $((t % 60))
+	else
+		printf '%d:%02d' $((t / 60)) $((t % 60))
+	fi
+}
+
+# PUMA_PROGRESS_EVERY: seconds between two "still building" lines.
+PUMA_PROGRESS_EVERY=${PUMA_PROGRESS_EVERY:-30}
+
+# run_with_progress LOG LABEL CMD... - run CMD with its output in LOG; every
+# $PUMA_PROGRESS_EVERY seconds say that LABEL is alive, with the time spent
+# and the last progress counter ninja or make wrote ("[1234/2609]"). On
+# failure the end of LOG is shown. Returns CMD's status.
+run_with_progress()
+{
+	local log=$1 label=$2 pid start next rc=0 step
+	shift 2
+	start=$SECONDS
+	next=$((start + PUMA_PROGRESS_EVERY))
+	"$@" >"$log" 2>&1 &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep 1
+		[ "$SECONDS" -ge "$next" ] || continue
+		next=$((SECONDS + PUMA_PROGRESS_EVERY))
+		step=$(tail -c 65536 "$log" | grep -ao '^\[[0-9]*/[0-9]*\]' | tail -n 1)
+		info "$label: building, $(elapsed $((SECONDS - start))) so far${step:+, ninja at $step}"
+	done
+	wait "$pid" || rc=$?
+	if [ $rc -ne 0 ]; then
+		tail -n 30 "$log" >&2
+	else
+		info "$label: done in $(elapsed $((SECONDS - start)))"
+	fi
+	return $rc
 }
 
 # require_cmd CMD... - fail with one clear message naming each missing command.
@@ -108,15 +155,48 @@ series_patches()
 # line) that matches GLOB; nothing if none does.
 newest_version()
 {
-	local glob=$1 v best=
+	versions_newest_first "$1" | head -n 1
+}
+
+# versions_newest_first GLOB - the Debian versions read on stdin (one per
+# line) that match GLOB, without duplicates, highest first.
+versions_newest_first()
+{
+	local glob=$1 v i n sorted=()
 	while read -r v; do
 		# shellcheck disable=SC2254
 		case "$v" in $glob) ;; *) continue ;; esac
-		if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then
-			best=$v
-		fi
+		# Insertion into the sorted list (a handful of versions).
+		n=${#sorted[@]}
+		for ((i = 0; i < n; i++)); do
+			[ "$v" = "${sorted[i]}" ] && continue 2
+			dpkg --compare-versions "$v" gt "${sorted[i]}" && break
+		done
+		sorted=("${sorted[@]:0:i}" "$v" "${sorted[@]:i}")
 	done
-	[ -z "$best" ] || echo "$best"
+	[ ${#sorted[@]} -eq 0 ] || printf '%s\n' "${sorted[@]}"
+}
+
+# version_candidates PIN GLOB - the versions to try, best first: the value
+# of the variable named PIN if it is set, else the versions read on stdin
+# that match GLOB, newest first.
+version_candidates()
+{
+	local pin=${!1:-} glob=$2
+	if [ -n "$pin" ]; then
+		cat >/dev/null
+		echo "$pin"
+	else
+		versions_newest_first "$glob"
+	fi
+}
+
+# pin_var NAME - the variable that pins NAME's version: PUMA_NAME_VERSION,
+# upper case, with dots as underscores (6.12 -> PUMA_KERNEL_6_12_VERSION).
+pin_var()
+{
+	local n=${1^^}
+	echo "PUMA_${n//[.-]/_}_VERSION"
 }
 
 # prune_cache DIR KEEP - remove the other builds in DIR (a component's cache

@@ -36,11 +36,10 @@ install_guest_base()
 		info "debootstrap $PUMA_GUEST_SUITE minbase with $PUMA_GUEST_PACKAGES"
 		rm -rf "$dir" "$dir.log"
 		mkdir -p "$PUMA_CACHE/image"
-		debootstrap --variant=minbase --include="$PUMA_GUEST_PACKAGES" \
-			"$PUMA_GUEST_SUITE" "$dir" "$PUMA_GUEST_MIRROR" >"$dir.log" 2>&1 || {
-			tail -n 20 "$dir.log" >&2
+		run_with_progress "$dir.log" debootstrap \
+			debootstrap --variant=minbase --include="$PUMA_GUEST_PACKAGES" \
+			"$PUMA_GUEST_SUITE" "$dir" "$PUMA_GUEST_MIRROR" ||
 			die "debootstrap of the guest root failed; log: $dir.log"
-		}
 		rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
 		touch "$dir.good"
 	fi

@@ -18,15 +18,17 @@ check_kernel_name()
 	esac
 }
 
-# kernel_meta_version NAME - newest linux-image-amd64 for upstream series NAME.
-kernel_meta_version()
+# kernel_meta_versions NAME - versions of linux-image-amd64 for upstream
+# series NAME to try, best first: $PUMA_KERNEL_<NAME>_VERSION if set, else
+# those in the apt sources, newest first.
+kernel_meta_versions()
 {
-	local name=$1 best
-	best=$(apt-cache madison linux-image-amd64 |
+	local name=$1 list
+	list=$(apt-cache madison linux-image-amd64 |
 		awk -F'|' '/Packages$/ {gsub(/ /, "", $2); print $2}' |
-		newest_version "$name.*")
-	[ -n "$best" ] || die "no linux-image-amd64 $name.x in the apt sources (run lab/setup deps)"
-	echo "$best"
+		version_candidates "$(pin_var "kernel_$name")" "$name.*")
+	[ -n "$list" ] || die "no linux-image-amd64 $name.x in the apt sources (run lab/setup deps)"
+	echo "$list"
 }
 
 # pkg_dep PKG VERSION PATTERN - the first dependency of PKG=VERSION matching PATTERN.
@@ -38,14 +40,30 @@ pkg_dep()
 
 install_kernel()
 {
-	local name=$1 dir meta image release hdr common kbuild debs
+	local name=$1 dir meta tried=
 	check_kernel_name "$name"
 	dir=$PUMA_CACHE/kernels/$name
-	meta=$(kernel_meta_version "$name")
-	if [ -f "$dir/good" ] && [ "$(cat "$dir/version")" = "$meta" ]; then
-		info "guest kernel $name: $(cat "$dir/release") is up to date"
-		return 0
-	fi
+	for meta in $(kernel_meta_versions "$name"); do
+		if [ -f "$dir/good" ] && [ "$(cat "$dir/version")" = "$meta" ]; then
+			info "guest kernel $name: $(cat "$dir/release") is up to date"
+			return 0
+		fi
+		if unpack_kernel "$name" "$meta"; then
+			return 0
+		fi
+		tried="$tried $meta"
+		info "guest kernel $name: $meta cannot be downloaded; trying the next older version"
+	done
+	die "no linux-image-amd64 $name.x could be downloaded; tried:$tried (pin one that downloads with $(pin_var "kernel_$name")=VERSION)"
+}
+
+# unpack_kernel NAME META - download the image and headers of
+# linux-image-amd64=META and unpack them into $PUMA_CACHE/kernels/NAME.
+# Returns 1 when the registry does not serve them.
+unpack_kernel()
+{
+	local name=$1 meta=$2 dir image release hdr common kbuild debs err
+	dir=$PUMA_CACHE/kernels/$name
 	image=$(pkg_dep linux-image-amd64 "$meta" '^linux-image-')
 	release=${image#linux-image-}
 	hdr=linux-headers-$release
@@ -54,14 +72,19 @@ install_kernel()
 	[ -n "$image" ] && [ -n "$common" ] && [ -n "$kbuild" ] ||
 		die "cannot resolve the packages of guest kernel $name ($meta)"
 	info "guest kernel $name: downloading $image $hdr $common $kbuild ($meta)"
-	rm -rf "$dir" && mkdir -p "$dir/debs" "$dir/root"
-	(cd "$dir/debs" && apt-get download -qq "$image=$meta" "$hdr=$meta" \
-		"$common=$meta" "$kbuild" >/dev/null) ||
-		die "apt-get download of guest kernel $name ($meta) failed"
-	for debs in "$dir"/debs/*.deb; do
+	# Download beside the installed kernel, which stays until this worked.
+	rm -rf "$dir.debs" && mkdir -p "$dir.debs"
+	if ! err=$(cd "$dir.debs" && apt-get download -qq "$image=$meta" "$hdr=$meta" \
+		"$common=$meta" "$kbuild" 2>&1 >/dev/null); then
+		info "apt-get download of guest kernel $name ($meta) failed: $(echo "$err" | grep -m1 -E '^(E|Err):' || echo "$err" | tail -n 1)"
+		rm -rf "$dir.debs"
+		return 1
+	fi
+	rm -rf "$dir" && mkdir -p "$dir/root"
+	for debs in "$dir".debs/*.deb; do
 		dpkg-deb -x "$debs" "$dir/root" || die "cannot unpack $debs"
 	done
-	rm -rf "$dir/debs"
+	rm -rf "$dir.debs"
 	# The headers' "build" and "scripts" links point into /usr/lib and
 	# /usr/src: make them relative to our private root.
 	ln -sfn "../../../usr/src/$hdr" "$dir/root/lib/modules/$release/build"

@@ -40,6 +40,28 @@ nova_api_xml()
 	[ -s "$dest/docs/libvirt-api.xml" ]
 }
 
+# create_nova_venv BASE REQ LVDIR - the venv with REQ and libvirt-python
+# built against the libvirt in LVDIR (which it must then load).
+create_nova_venv()
+{
+	local base=$1 req=$2 lvdir=$3
+	/usr/bin/python3 -m venv "$base/venv" &&
+	"$base/venv/bin/pip" install --upgrade pip &&
+	"$base/venv/bin/pip" install -r "$req" &&
+	nova_api_xml "$lvdir" "$base/api" &&
+	PKG_CONFIG_PATH=$base/api/pkgconfig \
+	LDFLAGS="-Wl,-rpath,$lvdir/prefix/lib" \
+		"$base/venv/bin/pip" install --no-binary libvirt-python \
+		--no-cache-dir "$PUMA_LIBVIRT_PYTHON" &&
+	"$base/venv/bin/python" -c '
+import sys, libvirt
+want = sys.argv[1]
+if not any(want in l for l in open("/proc/self/maps")):
+    sys.exit("libvirt-python does not use the libvirt in " + want)
+print("libvirt client", libvirt.getVersion(), "VIR_MIGRATE_SPLIT",
+      getattr(libvirt, "VIR_MIGRATE_SPLIT", None))' "$lvdir/prefix/lib/"
+}
+
 install_nova_venv()
 {
 	local req=$PUMA_TOP/nova_driver/requirements.txt lvdir key base log
@@ -58,26 +80,9 @@ install_nova_venv()
 	rm -rf "$base"
 	mkdir -p "$base"
 	log=$base/install.log
-	if ! {
-		/usr/bin/python3 -m venv "$base/venv" &&
-		"$base/venv/bin/pip" install --upgrade pip &&
-		"$base/venv/bin/pip" install -r "$req" &&
-		nova_api_xml "$lvdir" "$base/api" &&
-		PKG_CONFIG_PATH=$base/api/pkgconfig \
-		LDFLAGS="-Wl,-rpath,$lvdir/prefix/lib" \
-			"$base/venv/bin/pip" install --no-binary libvirt-python \
-			--no-cache-dir "$PUMA_LIBVIRT_PYTHON" &&
-		"$base/venv/bin/python" -c '
-import sys, libvirt
-want = sys.argv[1]
-if not any(want in l for l in open("/proc/self/maps")):
-    sys.exit("libvirt-python does not use the libvirt in " + want)
-print("libvirt client", libvirt.getVersion(), "VIR_MIGRATE_SPLIT",
-      getattr(libvirt, "VIR_MIGRATE_SPLIT", None))' "$lvdir/prefix/lib/"
-	} >"$log" 2>&1; then
-		tail -n 30 "$log" >&2
+	run_with_progress "$log" "Nova environment" \
+		create_nova_venv "$base" "$req" "$lvdir" ||
 		die "creating the Nova environment failed; full log: $log"
-	fi
 	printf '%s\n' "$lvdir" >"$base/libvirt"
 	touch "$base/good"
 	ln -sfn "$key" "$PUMA_CACHE/nova/current"

@@ -11,41 +11,72 @@
 # build and the install succeeded, so a failed build is never used; the next
 # run resumes it (ninja rebuilds only what is missing).
 
-# resolve_src_version PKG GLOB - newest source version of PKG matching GLOB.
-resolve_src_version()
+# src_version_candidates PKG GLOB - source versions of PKG to try, best
+# first: the pinned one ($PUMA_<PKG>_VERSION) or those matching GLOB.
+src_version_candidates()
 {
-	local pkg=$1 glob=$2 best
-	best=$(apt-cache showsrc "$pkg" 2>/dev/null | sed -n 's/^Version: //p' |
-		newest_version "$glob")
-	[ -n "$best" ] || die "no source package $pkg $glob in the apt sources (is deb-src for trixie configured? run lab/setup)"
-	echo "$best"
+	local pkg=$1 glob=$2 list
+	list=$(apt-cache showsrc "$pkg" 2>/dev/null | sed -n 's/^Version: //p' |
+		version_candidates "$(pin_var "$pkg")" "$glob")
+	[ -n "$list" ] || die "no source package $pkg $glob in the apt sources (is deb-src for trixie configured? run lab/setup deps)"
+	echo "$list"
 }
 
-# fetch_source PKG VERSION - download the Debian source package into the
-# cache with apt-get source and check it against the archive's checksums.
-# Prints the directory holding the files.
-fetch_source()
+# resolve_src_version PKG GLOB - the first of src_version_candidates whose
+# source is in the cache or downloads (fetched on the way).
+resolve_src_version()
 {
-	local pkg=$1 ver=$2 dir=$PUMA_CACHE/src sums f sum
-	mkdir -p "$dir"
-	sums=$(apt-cache showsrc "$pkg" | awk -v ver="$ver" '
+	local pkg=$1 glob=$2 ver tried=
+	for ver in $(src_version_candidates "$pkg" "$glob"); do
+		if fetch_source "$pkg" "$ver"; then
+			echo "$ver"
+			return 0
+		fi
+		tried="$tried $ver"
+	done
+	die "no source version of $pkg ($glob) could be downloaded; tried:$tried (pin one that downloads with $(pin_var "$pkg")=VERSION)"
+}
+
+# src_sums PKG VERSION - "sha256 file" lines of the source package's files.
+src_sums()
+{
+	apt-cache showsrc "$1" | awk -v ver="$2" '
 		/^Package:/ { mine = 0 }
 		/^Version:/ { mine = ($2 == ver) }
 		/^Checksums-Sha256:/ { on = mine; next }
 		/^[^ ]/ { on = 0 }
-		on && NF == 3 { print $1, $3 }' | sort -u)
-	[ -n "$sums" ] || die "apt has no checksums for $pkg $ver"
+		on && NF == 3 { print $1, $3 }' | sort -u
+}
+
+# fetch_source PKG VERSION - download the Debian source package into
+# $PUMA_CACHE/src with apt-get source and check it against the archive's
+# checksums. Returns 1, with apt's reason, when the registry does not
+# serve it (the index can list a version before its files are there); a
+# file that does not match its checksum is fatal.
+fetch_source()
+{
+	local pkg=$1 ver=$2 dir=$PUMA_CACHE/src sums f sum err
+	mkdir -p "$dir"
+	sums=$(src_sums "$pkg" "$ver")
+	if [ -z "$sums" ]; then
+		info "apt has no checksums for $pkg $ver"
+		return 1
+	fi
 	if ! echo "$sums" | grep -vE '\.(dsc|asc)$' | (cd "$dir" && sha256sum -c --status - 2>/dev/null); then
 		info "apt-get source $pkg=$ver"
 		# Some mirrors lack the .dsc/.asc; the tarballs are checked below.
-		(cd "$dir" && apt-get source -qq --download-only "$pkg=$ver" >/dev/null 2>&1)
+		if ! err=$(cd "$dir" && apt-get source -qq --download-only "$pkg=$ver" 2>&1 >/dev/null); then
+			info "apt-get source $pkg=$ver failed: $(echo "$err" | grep -m1 -E '^(E|Err):' || echo "$err" | tail -n 1)"
+		fi
 	fi
-	echo "$sums" | grep -E '\.(tar\.[a-z0-9]+)$' | grep -v '\.asc$' | while read -r sum f; do
-		[ -f "$dir/$f" ] || die "apt-get source $pkg=$ver did not fetch $f"
+	while read -r sum f; do
+		if [ ! -f "$dir/$f" ]; then
+			info "the registry did not serve $f of $pkg $ver"
+			return 1
+		fi
 		echo "$sum  $dir/$f" | sha256sum -c --status ||
 			die "checksum mismatch for $dir/$f"
-	done || exit 1
-	echo "$dir"
+	done < <(echo "$sums" | grep -E '\.(tar\.[a-z0-9]+)$' | grep -v '\.asc$')
 }
 
 # unpack_source PKG VERSION DEST - orig + debian tarballs, Debian's quilt
@@ -53,8 +84,8 @@ fetch_source()
 # series is applied (and can be developed) with git am.
 unpack_source()
 {
-	local pkg=$1 ver=$2 dest=$3 srcdir upver debver orig deb
-	srcdir=$(fetch_source "$pkg" "$ver") || exit 1
+	local pkg=$1 ver=$2 dest=$3 srcdir=$PUMA_CACHE/src upver debver orig deb
+	fetch_source "$pkg" "$ver" >&2 || die "cannot download the source of $pkg $ver"
 	upver=${ver#*:}; debver=$upver; upver=${upver%-*}
 	orig=$(ls "$srcdir/${pkg}_${upver}.orig.tar."* 2>/dev/null | grep -v '\.asc$' | head -n 1)
 	deb=$(ls "$srcdir/${pkg}_${debver}.debian.tar."* 2>/dev/null | head -n 1)
@@ -97,19 +128,38 @@ stack_key()
 		"$(declare -f "$configure")" | sha256sum | cut -c1-16
 }
 
-# build_component PKG GLOB SERIESDIR CONFIGURE_FN - the shared pipeline.
+# build_component PKG GLOB SERIESDIR CONFIGURE_FN - the shared pipeline:
+# the newest source version that is built already or that the registry
+# serves is built with our series.
 build_component()
 {
-	local pkg=$1 glob=$2 series=$3 configure=$4 ver key base sid log
-	ver=$(resolve_src_version "$pkg" "$glob") || exit 1
-	key=$(stack_key "$pkg" "$ver" "$series" "$configure")
+	local pkg=$1 glob=$2 series=$3 configure=$4 ver key base sid tried=
+	for ver in $(src_version_candidates "$pkg" "$glob"); do
+		key=$(stack_key "$pkg" "$ver" "$series" "$configure")
+		base=$PUMA_CACHE/$pkg/$key
+		sid=$(series_id "$series")
+		if [ -f "$base/good" ]; then
+			ln -sfn "$key" "$PUMA_CACHE/$pkg/current"
+			info "$pkg $ver (puma-$sid) is up to date in $base"
+			return 0
+		fi
+		if [ -f "$base/unpacked" ] || fetch_source "$pkg" "$ver"; then
+			build_version "$pkg" "$ver" "$series" "$configure" "$key"
+			return 0
+		fi
+		tried="$tried $ver"
+		info "$pkg $ver cannot be downloaded; trying the next older version"
+	done
+	die "no source version of $pkg ($glob) could be downloaded; tried:$tried (pin one that downloads with $(pin_var "$pkg")=VERSION)"
+}
+
+# build_version PKG VERSION SERIESDIR CONFIGURE_FN KEY - unpack, apply our
+# series, configure and build into $PUMA_CACHE/PKG/KEY, then publish it.
+build_version()
+{
+	local pkg=$1 ver=$2 series=$3 configure=$4 key=$5 base sid
 	base=$PUMA_CACHE/$pkg/$key
 	sid=$(series_id "$series")
-	if [ -f "$base/good" ]; then
-		ln -sfn "$key" "$PUMA_CACHE/$pkg/current"
-		info "$pkg $ver (puma-$sid) is up to date in $base"
-		return 0
-	fi
 	info "building $pkg $ver with series puma-$sid in $base"
 	if [ ! -f "$base/unpacked" ]; then
 		rm -rf "$base"
@@ -118,17 +168,23 @@ build_component()
 		apply_series "$base/src" "$series"
 		touch "$base/unpacked"
 	fi
-	log=$base/build.log
-	if ! (cd "$base/src" && "$configure" "$base/prefix" "$sid") >"$log" 2>&1; then
-		tail -n 30 "$log" >&2
-		die "building $pkg failed; full log: $log"
-	fi
+	run_with_progress "$base/build.log" "$pkg" \
+		build_in "$base/src" "$configure" "$base/prefix" "$sid" ||
+		die "building $pkg failed; full log: $base/build.log"
 	printf '%s\n' "$ver" >"$base/version"
 	printf 'puma-%s\n' "$sid" >"$base/series-id"
 	touch "$base/good"
 	ln -sfn "$key" "$PUMA_CACHE/$pkg/current"
 	prune_cache "$PUMA_CACHE/$pkg" "$key"
 	info "$pkg built in $base/prefix"
+}
+
+# build_in DIR CONFIGURE_FN ARGS... - run CONFIGURE_FN ARGS in DIR.
+build_in()
+{
+	local dir=$1
+	shift
+	cd "$dir" && "$@"
 }
 
 configure_qemu()

@@ -47,3 +47,106 @@ def test_missing_command_is_named():
     p = sh('require_cmd sh no-such-tool-puma')
     assert p.returncode == 1
     assert 'missing command(s): no-such-tool-puma' in p.stderr
+
+
+def test_versions_newest_first_in_debian_order():
+    p = sh('printf "6.12.8-1\\n6.12.117-1\\n6.1.5-1\\n6.12.38-1\\n'
+           '6.12.117-1\\n6.12.38-1~bpo12+1\\n" | versions_newest_first "6.12.*"')
+    assert p.stdout.split() == ['6.12.117-1', '6.12.38-1',
+                                '6.12.38-1~bpo12+1', '6.12.8-1']
+
+
+FAKE_APT_CACHE = r'''#!/bin/bash
+# showsrc PKG: three versions of a source package; sha256 of "tar-VER".
+for v in 1.3-1 1.2-1 1.1-1; do
+    sum=$(printf 'tar-%s' "$v" | sha256sum | cut -d' ' -f1)
+    printf 'Package: %s\nVersion: %s\nChecksums-Sha256:\n %s 7 %s_%s.orig.tar.xz\n\n' \
+        "$2" "$v" "$sum" "$2" "${v%-*}"
+done
+'''
+
+# apt-get source --download-only PKG=VER: only the versions in $SERVED;
+# those in $TAMPERED come with other contents than the index says.
+FAKE_APT_GET = r'''#!/bin/bash
+spec=${@: -1}; pkg=${spec%%=*}; ver=${spec#*=}
+case " $TAMPERED " in
+*" $ver "*) echo tampered >"${pkg}_${ver%-*}.orig.tar.xz"; exit 0 ;;
+esac
+case " $SERVED " in
+*" $ver "*) printf 'tar-%s' "$ver" >"${pkg}_${ver%-*}.orig.tar.xz" ;;
+*) echo "Err:1 http://deb.example/pool ${pkg}_${ver%-*}.orig.tar.xz"
+   echo "  404  Not Found"
+   echo "E: Failed to fetch ${pkg}_${ver%-*}.orig.tar.xz  404  Not Found" >&2
+   exit 100 ;;
+esac
+'''
+
+
+def fake_apt(tmp_path):
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    for name, text in (('apt-cache', FAKE_APT_CACHE),
+                       ('apt-get', FAKE_APT_GET)):
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    return dict(PATH='%s:%s' % (bindir, os.environ['PATH']),
+                PUMA_CACHE=str(tmp_path / 'cache'))
+
+
+def stack_sh(script, **env):
+    return sh('. %s/stack.sh; %s' % (LIB, script), **env)
+
+
+def test_source_version_falls_back_to_one_the_registry_serves(tmp_path):
+    p = stack_sh('resolve_src_version fakepkg "1.*"', SERVED='1.1-1',
+                 **fake_apt(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == '1.1-1'
+    # The newer ones were tried first, and why they failed is said.
+    assert 'apt-get source fakepkg=1.3-1 failed: E: Failed to fetch' in \
+        p.stderr
+    assert 'fakepkg=1.2-1' in p.stderr
+
+
+def test_source_version_none_served_names_what_was_tried(tmp_path):
+    p = stack_sh('resolve_src_version fakepkg "1.*"', SERVED='',
+                 **fake_apt(tmp_path))
+    assert p.returncode == 1
+    assert ('no source version of fakepkg (1.*) could be downloaded; '
+            'tried: 1.3-1 1.2-1 1.1-1 (pin one that downloads with '
+            'PUMA_FAKEPKG_VERSION=VERSION)') in p.stderr
+
+
+def test_source_version_pin_is_the_only_candidate(tmp_path):
+    p = stack_sh('resolve_src_version fakepkg "1.*"', SERVED='1.3-1 1.2-1',
+                 PUMA_FAKEPKG_VERSION='1.2-1', **fake_apt(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == '1.2-1'
+    assert '1.3-1' not in p.stderr
+
+
+def test_source_with_a_wrong_checksum_is_fatal(tmp_path):
+    p = stack_sh('resolve_src_version fakepkg "1.*"', SERVED='1.2-1',
+                 TAMPERED='1.3-1', **fake_apt(tmp_path))
+    assert p.returncode == 1
+    assert 'checksum mismatch for' in p.stderr
+    assert '1.2-1' not in p.stdout
+
+
+def test_long_step_reports_progress(tmp_path):
+    log = tmp_path / 'log'
+    p = sh('PUMA_PROGRESS_EVERY=1; work() { for i in 1 2 3; do '
+           'echo "[$i/3] step"; sleep 1; done; }; '
+           'run_with_progress %s thing work' % log)
+    assert p.returncode == 0, p.stderr
+    assert 'thing: building, 0:0' in p.stderr
+    assert 'ninja at [' in p.stderr
+    assert 'thing: done in 0:0' in p.stderr
+    assert '[3/3] step' in log.read_text()
+
+
+def test_failed_step_shows_its_log_and_status(tmp_path):
+    p = sh('work() { echo "cc: error: boom"; return 3; }; '
+           'run_with_progress %s thing work' % (tmp_path / 'log'))
+    assert p.returncode == 3
+    assert 'cc: error: boom' in p.stderr
