@@ -36,7 +36,7 @@ def main(out):
     hs_l = msg(1, 0, hello(2)) + msg(2, 1, bytes(32))
     reply = struct.pack('<II', 2, 1) + key(1) + key(2) + bytes(4096)
     seeds['borrower_reply'] = b'\x00' + hs_l + msg(5, 2, reply, req=1) + \
-        msg(7, 3, b'') + msg(8, 4, b'')
+        msg(7, 3, b'') + msg(8, 4, b'') + msg(10, 5, b'', req=1)
     for name, data in seeds.items():
         with open(os.path.join(out, name), 'wb') as f:
             f.write(data)

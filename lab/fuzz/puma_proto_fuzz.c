@@ -8,8 +8,8 @@
  * module's dispatch code walks them.
  *
  * Build with libFuzzer:  clang -g -O1 -fsanitize=fuzzer,address,undefined
- * Without libFuzzer, -DPUMA_STANDALONE gives a driver that runs files or
- * a number of pseudo-random inputs (see lab/fuzz/README.md).
+ * With -DPUMA_FUZZ_TRACE, each message's outcome goes to stderr, so a test
+ * can tell how far an input got (lab/tests/kmod/test_puma_fuzz.py).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +19,12 @@
 #include "proto.h"
 
 static uint64_t sink;
+
+#ifdef PUMA_FUZZ_TRACE
+#define trace(...)	fprintf(stderr, "puma-fuzz: " __VA_ARGS__)
+#else
+#define trace(...)	do { } while (0)
+#endif
 
 static void walk(const struct puma_hdr *h, const uint8_t *p)
 {
@@ -77,18 +83,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(&h, data, sizeof(h));
 		data += sizeof(h);
 		size -= sizeof(h);
-		if (puma_check_hdr(&st, &h))
+		ret = puma_check_hdr(&st, &h);
+		trace("hdr type %u: %s\n", le16_to_cpu(h.type),
+		      puma_reason_str(ret));
+		if (ret)
 			return 0;
 		len = le32_to_cpu(h.len);
 		if (len > PUMA_MSG_MAX_LEN)
 			abort();	/* puma_check_hdr must bound it */
-		if (len > size)
+		if (len > size) {
+			trace("truncated\n");
 			return 0;
+		}
 		p = malloc(len ? len : 1);
 		memcpy(p, data, len);
 		data += len;
 		size -= len;
 		ret = puma_check_payload(&st, &h, p);
+		trace("payload type %u: %s\n", le16_to_cpu(h.type),
+		      puma_reason_str(ret));
 		if (!ret) {
 			walk(&h, p);
 			puma_rx_advance(&st, &h);
@@ -102,34 +115,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (puma_reason_str(ret) == NULL)
 			abort();
 	}
+	trace("end, %zu bytes left\n", size);
 	return 0;
 }
-
-#ifdef PUMA_STANDALONE
-/* Runs each file given, or N random streams built from valid pieces. */
-static uint32_t rnd_state = 12345;
-
-static uint32_t rnd(void)
-{
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 17;
-	rnd_state ^= rnd_state << 5;
-	return rnd_state;
-}
-
-int main(int argc, char **argv)
-{
-	static uint8_t buf[4 * PUMA_MSG_MAX_LEN];
-	long n, iters = argc > 1 ? atol(argv[1]) : 100000;
-
-	for (n = 0; n < iters; n++) {
-		size_t size = rnd() % sizeof(buf), i;
-
-		for (i = 0; i < size; i++)
-			buf[i] = (rnd() & 3) ? (uint8_t)rnd() : 0;
-		LLVMFuzzerTestOneInput(buf, size % 512 + (rnd() & 1) * size);
-	}
-	printf("%ld inputs, sink %llu\n", iters, (unsigned long long)sink);
-	return 0;
-}
-#endif

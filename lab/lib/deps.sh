@@ -19,6 +19,7 @@ PUMA_APT_PACKAGES="
 	seabios ipxe-qemu
 	iproute2 nftables e2fsprogs debootstrap busybox-static cpio xz-utils zstd kmod
 	gcc gcc-multilib make libelf-dev libssl-dev bc dwarves
+	clang libclang-rt-14-dev
 	python3 python3-pip python3-dev"
 # Daemons the lab runs privately, one instance per test (lib/rabbitmq.sh);
 # their Debian services must never start: see install_daemons.
