@@ -103,6 +103,27 @@ class MemoryServer:
             raise errors.LabError('%s ignored SIGTERM for %ds'
                                   % (self.name, timeout))
 
+    def refuse(self, on=True):
+        """Make the server unreachable (ON) or reachable again, alive.
+
+        An nftables rule in its host answers every packet to its port
+        with a TCP reset: open connections break and new ones are
+        refused at once, while the process keeps what it holds, as in a
+        network partition that the client sees quickly.
+        """
+        table = 'puma_refuse_%d' % self.port
+        if on:
+            netns.run('nft', '-f', '-', ns=self.host.ns, input=(
+                'table inet %s {\n'
+                ' chain input {\n'
+                '  type filter hook input priority 0;\n'
+                '  tcp dport %d reject with tcp reset\n'
+                ' }\n'
+                '}\n' % (table, self.port)))
+        else:
+            netns.run('nft', 'delete', 'table', 'inet', table,
+                      ns=self.host.ns)
+
     def stats(self, timeout=10):
         """The server's STATS counters (pages), as a dict."""
         return stats(self.host, self.port, timeout)

@@ -98,6 +98,11 @@ class QmpGuest:
     def running(self):
         return self.vm.qmp('query-status')['status']
 
+    def qemu_log(self):
+        """What the guest's current QEMU wrote to stderr so far."""
+        with open(self.vm.qemu_log, errors='replace') as f:
+            return f.read()
+
     def migrate_start(self, dst_host, servers=(), limit=0, bandwidth=0,
                       mode='split'):
         self.hops += 1
@@ -226,6 +231,13 @@ class VirshGuest:
 
     def running(self):
         return self.qmp('query-status')['status']
+
+    def qemu_log(self):
+        """The domain's log on its current host (QEMU's stderr)."""
+        path = os.path.join(self.host.dir, 'log', 'qemu',
+                            '%s.log' % self.name)
+        with open(path, errors='replace') as f:
+            return f.read()
 
     def _argv(self, dst_host, servers, limit, bandwidth, mode='split'):
         argv = ['migrate', '--live', '--p2p', '--persistent',

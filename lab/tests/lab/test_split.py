@@ -211,6 +211,81 @@ def test_mirror_is_remade_on_a_restarted_server(driver, lab):
     verified(g, pid)
 
 
+def server_info(g, host):
+    """HOST's memory server in x-query-split (and the whole reply)."""
+    st = g.qmp('x-query-split')
+    for s in st['servers']:
+        if host.addr in s['uri']:
+            return s, st
+    raise AssertionError('no server of host %s in %s' % (host.name, st))
+
+
+def wait_server(g, host, want, timeout=180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s, st = server_info(g, host)
+        if s['state'] == want:
+            return s, st
+        time.sleep(0.5)
+    raise AssertionError('server of host %s is not %s after %ds: %s'
+                         % (host.name, want, timeout, st))
+
+
+def wait_log(g, pattern, timeout=180):
+    """A line of the guest's QEMU log matching PATTERN."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(pattern, g.qemu_log())
+        if m:
+            return m.group(0)
+        time.sleep(0.5)
+    raise AssertionError('no %r in the QEMU log of %s after %ds'
+                         % (pattern, g.name, timeout))
+
+
+def test_mirror_never_serves_a_missed_page_out(driver, lab):
+    """A server that missed page-outs is never read for those pages.
+
+    C is made unreachable (its host resets connections to it; the
+    process keeps its pages) while the guest rewrites its working set,
+    so the pages that go out meanwhile reach D only and C keeps older
+    copies of them.  Then D is made unreachable and C reachable again:
+    only D holds the latest copies, and the pager must wait for D rather
+    than read them from C.  While it waits, any QEMU thread touching
+    such a page waits too, the monitor among them (a known limit, see
+    docs/split-migration.md), so the wait is read from QEMU's log.
+    """
+    g, pid, s1, s2 = mirrored(driver, lab, 'vm8')
+    c, d = s1.host, s2.host
+    assert g.qmp('x-query-split')['state'] == 'active'
+    s1.refuse()
+    wait_server(g, c, 'down')
+    walk(g, 1)
+    s, st = server_info(g, c)
+    print('C unreachable, the guest rewrote its working set:', st)
+    assert st['state'] == 'degraded' and st['page-outs'] > 0, st
+    assert s['stale-pages'] > 0, st
+
+    s2.refuse()
+    s1.refuse(False)
+    line = wait_log(g, r'no memory server that is up holds the latest '
+                       r'copy of page \S+ of VM \S+ \(it is on tcp:%s:'
+                    % re.escape(d.addr))
+    print('the pager waits for D:', line)
+    # D comes back: the VM goes on, C gets the pages it missed copied
+    # from D, and both hold the latest copy of every remote page again.
+    s2.refuse(False)
+    wait_state(g, 'running')
+    walk(g, 1)
+    st = split_state(g, 'active')
+    assert [s['stale-pages'] for s in st['servers']] == [0, 0], st
+    # From now on C alone must do.
+    s2.kill()
+    walk(g)
+    assert g.running() == 'running'
+    verified(g, pid)
+
+
 def test_lost_server_pauses_then_resumes(driver, lab):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()

@@ -51,7 +51,8 @@ def test_missing_command_is_named():
 
 def test_versions_newest_first_in_debian_order():
     p = sh('printf "6.12.8-1\\n6.12.117-1\\n6.1.5-1\\n6.12.38-1\\n'
-           '6.12.117-1\\n6.12.38-1~bpo12+1\\n" | versions_newest_first "6.12.*"')
+           '6.12.117-1\\n6.12.38-1~bpo12+1\\n" | '
+           'versions_newest_first "6.12.*"')
     assert p.stdout.split() == ['6.12.117-1', '6.12.38-1',
                                 '6.12.38-1~bpo12+1', '6.12.8-1']
 
@@ -60,8 +61,8 @@ FAKE_APT_CACHE = r'''#!/bin/bash
 # showsrc PKG: three versions of a source package; sha256 of "tar-VER".
 for v in 1.3-1 1.2-1 1.1-1; do
     sum=$(printf 'tar-%s' "$v" | sha256sum | cut -d' ' -f1)
-    printf 'Package: %s\nVersion: %s\nChecksums-Sha256:\n %s 7 %s_%s.orig.tar.xz\n\n' \
-        "$2" "$v" "$sum" "$2" "${v%-*}"
+    printf 'Package: %s\nVersion: %s\nChecksums-Sha256:\n' "$2" "$v"
+    printf ' %s 7 %s_%s.orig.tar.xz\n\n' "$sum" "$2" "${v%-*}"
 done
 '''
 
