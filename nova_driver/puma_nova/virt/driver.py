@@ -228,10 +228,19 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             nova_context.get_admin_context(), host,
             timeout=min(5, CONF.puma.rpc_timeout))
 
+    def get_available_resource(self, nodename):
+        # The resource tracker calls this before it takes its lock to
+        # update the provider tree: read the ledger here, never under
+        # that lock.
+        self._puma_ledger.refresh(self._puma_host)
+        return super().get_available_resource(nodename)
+
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):
         super().update_provider_tree(provider_tree, nodename,
                                      allocations=allocations)
+        # Runs under the resource tracker's lock: the last ledger read,
+        # no RPC (see get_available_resource).
         entries = self._puma_ledger.get(self._puma_host)
         borrowed, lent = ledger.totals(entries, self._puma_host)
         inventory = provider_tree.data(nodename).inventory
@@ -316,7 +325,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         """
         if split.MIGRATE_AGAIN_SUPPORTED or not split.is_allowed(instance):
             return
-        for e in self._puma_ledger.get(self._puma_host):
+        for e in self._puma_ledger.refresh(self._puma_host):
             if (e.get('instance_uuid') == instance.uuid and
                     e.get('main_host') == self._puma_host and
                     e.get('state') in ('running', 'done')):
