@@ -304,9 +304,40 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                                            shoot4u.EXTRA_SPEC,
                                            self._puma_host,
                                            self._puma_shoot4u_reason()))
-        return super().check_can_live_migrate_destination(
-            context, instance, src_compute_info, dst_compute_info,
-            block_migration, disk_over_commit)
+        # A split may have been planned before Nova asked this host
+        # (puma-api plans, then asks Nova): any failure of the checks
+        # until check_source_migrate_data_at_dest gives it back. Nova
+        # calls cleanup_live_migration_destination_check after the
+        # checks, failed or not, in the same thread.
+        self._puma_local.checking = (instance.uuid
+                                     if split.is_allowed(instance)
+                                     else None)
+        try:
+            return super().check_can_live_migrate_destination(
+                context, instance, src_compute_info, dst_compute_info,
+                block_migration, disk_over_commit)
+        except Exception:
+            with excutils.save_and_reraise_exception():
+                self._puma_release_unchecked(context)
+
+    def cleanup_live_migration_destination_check(self, context,
+                                                 dest_check_data):
+        try:
+            super().cleanup_live_migration_destination_check(
+                context, dest_check_data)
+        finally:
+            self._puma_release_unchecked(context)
+
+    def _puma_release_unchecked(self, context):
+        """Release a plan whose destination checks did not complete."""
+        instance_uuid = getattr(self._puma_local, 'checking', None)
+        self._puma_local.checking = None
+        if instance_uuid:
+            LOG.info('Puma: the live-migration checks of %s on %s failed; '
+                     'releasing any split planned for it here',
+                     instance_uuid, self._puma_host)
+            self._puma_release_main(context, instance_uuid,
+                                    self._puma_host)
 
     def check_can_live_migrate_source(self, context, instance,
                                       dest_check_data,
@@ -341,7 +372,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                                           allocs):
         migrate_data = super().check_source_migrate_data_at_dest(
             ctxt, instance, migrate_data, migration, limits, allocs)
-        self._puma_plan_if_needed(ctxt, instance, migration)
+        try:
+            self._puma_plan_if_needed(ctxt, instance, migration)
+        finally:
+            # Planned, or refused and released: the checks are over.
+            self._puma_local.checking = None
         return migrate_data
 
     def _puma_free_mb(self):
@@ -355,6 +390,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         need = instance.flavor.memory_mb
         free = self._puma_free_mb()
         if need <= free:
+            if split.is_allowed(instance):
+                # It moves whole: a split planned before Nova asked this
+                # host (puma-api) is not needed; give it back.
+                self._puma_release_main(ctxt, instance.uuid,
+                                        self._puma_host)
             return None
         if not split.is_allowed(instance):
             # Nova's own behaviour: placement already accepted it.

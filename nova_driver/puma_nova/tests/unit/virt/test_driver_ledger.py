@@ -21,10 +21,15 @@ import threading
 import fixtures
 from nova.compute import provider_tree
 from nova import context as nova_context
+from nova import exception
+from nova import objects
 from nova import test
 import os_resource_classes as orc
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from puma_nova.tests.functional import scheduler_double
+from puma_nova.tests.unit.virt import test_release
+from puma_nova.tests.unit.virt import test_split
 from puma_nova.virt import driver as puma_driver
 from puma_nova.virt import ledger
 
@@ -96,3 +101,87 @@ class ProviderTreeNoRPCTest(test.NoDBTestCase):
         self.drv.get_available_resource('h')
         self.assertEqual(8 * GIB, self._update()['total'])
         self.assertEqual([False, False], self.fetches)
+
+
+class PlannedSplitTest(test.NoDBTestCase):
+    """A split planned by puma-api before Nova checks the destination."""
+
+    def setUp(self):
+        super().setUp()
+        self.ctxt = nova_context.get_admin_context()
+        self.instance = test_split._instance({'puma:split': 'allowed'})
+        self.instance.project_id = 'p'
+        self.instance.host = 'src'
+        self.uuid = self.instance.uuid
+        self.migration = objects.Migration(uuid=uuids.migration)
+        self.sched = scheduler_double.SchedulerDouble(
+            sub_hosts=['sub'], main_limits={'dest': 2 * GIB})
+        self.computes = test_release.FakeComputes()
+        self.drv = _driver('dest', self.sched, self.computes)
+        # What POST /v1/split-migrations does before asking Nova.
+        self.sched.plan_split(self.ctxt, self.uuid, 4 * GIB, 'dest', 'p')
+
+    def test_destination_that_fits_moves_it_whole(self):
+        self.drv._puma_free_mb = lambda: 8 * GIB
+        self.assertIsNone(self.drv._puma_plan_if_needed(
+            self.ctxt, self.instance, self.migration))
+        # The plan is given back...
+        self.assertEqual({}, self.sched.ledger)
+        self.assertIn(('release_split', self.uuid, 'dest'),
+                      self.sched.calls)
+        self.assertEqual(set(), self.computes.running)
+        # ...and the migration goes on as a plain one.
+        self.drv._puma_pre_live_migration(self.ctxt, self.instance)
+        self.assertIsNone(self.drv.puma_split_plan(self.uuid))
+
+    def test_failed_destination_check_releases_the_plan(self):
+        # e.g. the CPU comparison with the source fails.
+        def refuse(*args, **kwargs):
+            raise exception.MigrationPreCheckError(reason='CPU')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'check_can_live_migrate_destination', refuse))
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'cleanup_live_migration_destination_check',
+            lambda *a: None))
+        self.assertRaises(exception.MigrationPreCheckError,
+                          self.drv.check_can_live_migrate_destination,
+                          self.ctxt, self.instance, {}, {})
+        self.assertEqual({}, self.sched.ledger)
+
+    def test_failed_check_after_the_destination_releases_the_plan(self):
+        # The destination's own check passes, then the source's check
+        # (or a claim) fails: Nova still calls the cleanup hook.
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'check_can_live_migrate_destination',
+            lambda *a, **kw: 'dest-check-data'))
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'cleanup_live_migration_destination_check',
+            lambda *a: None))
+        data = self.drv.check_can_live_migrate_destination(
+            self.ctxt, self.instance, {}, {})
+        self.assertEqual('planned', self.sched.ledger[self.uuid]['state'])
+        self.drv.cleanup_live_migration_destination_check(self.ctxt, data)
+        self.assertEqual({}, self.sched.ledger)
+
+    def test_passed_check_keeps_the_plan(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'check_can_live_migrate_destination',
+            lambda *a, **kw: 'dest-check-data'))
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'check_source_migrate_data_at_dest',
+            lambda drv, ctxt, inst, data, *a: data))
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'cleanup_live_migration_destination_check',
+            lambda *a: None))
+        self.drv._puma_free_mb = lambda: 3 * GIB
+        data = self.drv.check_can_live_migrate_destination(
+            self.ctxt, self.instance, {}, {})
+        self.drv.check_source_migrate_data_at_dest(
+            self.ctxt, self.instance, 'migrate-data', self.migration, None,
+            None)
+        self.drv.cleanup_live_migration_destination_check(self.ctxt, data)
+        self.assertEqual('planned', self.sched.ledger[self.uuid]['state'])
+        self.assertEqual({('sub', self.uuid)}, self.computes.running)
+        self.assertEqual('sub', self.drv.puma_split_plan(self.uuid)[
+            'sub_host'])
