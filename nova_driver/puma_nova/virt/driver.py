@@ -626,6 +626,27 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             with self._puma_plans_lock:
                 self._puma_source_plans.pop(instance.uuid, None)
 
+    def _puma_start_split(self, ctxt, instance_uuid, dest):
+        """Record the split as running; fail if its plan is gone.
+
+        The scheduler expires plans whose migration did not start in
+        time and an operator may release them; the memory server is then
+        stopped, and migrating split would fail in libvirt or worse.
+        An unreachable scheduler does not stop the migration.
+        """
+        try:
+            self._puma_scheduler.split_state(ctxt, instance_uuid, 'running')
+        except Exception as e:
+            name = getattr(e, 'exc_type', None) or type(e).__name__
+            if name in ('LedgerNotFound', 'InvalidTransition'):
+                raise exception.MigrationError(
+                    reason='the split plan of %s on %s is no longer in the '
+                           'ledger (expired or released): %s'
+                           % (instance_uuid, dest,
+                              getattr(e, 'value', None) or e))
+            LOG.warning('Puma: could not set split state of %s to running: '
+                        '%s', instance_uuid, e)
+
     def _is_post_copy_enabled(self, migration_flags):
         # A split migration never runs post-copy (see split.SplitDomain):
         # the monitor must pause it on force-complete and never try to
@@ -653,7 +674,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                      'the rest from %(uri)s',
                      {'dest': dest, 'limit': plan['main_limit_mb'],
                       'uri': plan['sub_uri']}, instance=instance)
-            self._puma_set_state(context, instance.uuid, 'running')
+            self._puma_start_split(context, instance.uuid, dest)
             guest = libvirt_guest.Guest(
                 split.SplitDomain(guest._domain, params))
         return super()._live_migration_operation(
