@@ -44,6 +44,7 @@ ROUTES = (
     ('/v1/pairs', 'GET', 'pairs', False),
     ('/v1/memory-servers', 'GET', 'memory_servers', False),
     ('/v1/ledger', 'GET', 'ledger', False),
+    ('/v1/ledger/{entry_id}/release', 'POST', 'release_entry', False),
     ('/v1/split-migrations', 'POST', 'split_migrate', True),
 )
 MAX_BODY = 64 * 1024
@@ -67,8 +68,10 @@ class APIRouter(object):
         self.with_body = {a for _p, _m, a, body in ROUTES if body}
         for path, method, action, _body in ROUTES:
             self.mapper.connect(path, action=action,
-                                conditions={'method': [method]})
-            self.paths.connect(path, action=action)
+                                conditions={'method': [method]},
+                                requirements={'entry_id': '[0-9]+'})
+            self.paths.connect(path, action=action,
+                               requirements={'entry_id': '[0-9]+'})
 
     def _body(self, req):
         if req.content_length and req.content_length > MAX_BODY:
@@ -94,10 +97,11 @@ class APIRouter(object):
             return middleware.fault(404, 'no resource %s' % path)
         ctxt = req.environ['puma.context']
         method = getattr(self.controller, match['action'])
+        args = {k: v for k, v in match.items() if k != 'action'}
         if match['action'] in self.with_body:
-            code, doc = method(req, ctxt, CONF, self._body(req))
+            code, doc = method(req, ctxt, CONF, self._body(req), **args)
         else:
-            code, doc = method(req, ctxt, CONF)
+            code, doc = method(req, ctxt, CONF, **args)
         return _json(code, doc)
 
 

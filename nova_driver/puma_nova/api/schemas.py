@@ -40,7 +40,8 @@ LIST_QUERY = {
                'properties': {'host': _host,
                               'server': {'type': 'string', 'minLength': 1,
                                          'maxLength': 255},
-                              'active': {'enum': ['true', 'false']}},
+                              'active': {'enum': ['true', 'false']},
+                              'stale': {'enum': ['true', 'false']}},
                'additionalProperties': False},
 }
 

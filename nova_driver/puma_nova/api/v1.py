@@ -14,7 +14,9 @@
 GET  /v1/hosts              hosts and their latest memory report
 GET  /v1/pairs              lending pairs in force (keys never shown)
 GET  /v1/memory-servers     memory servers (?host=)
-GET  /v1/ledger             split-migration ledger (?host=&server=&active=)
+GET  /v1/ledger             split-migration ledger
+                            (?host=&server=&active=&stale=)
+POST /v1/ledger/ID/release  release a planned or failed entry
 POST /v1/split-migrations   {"server": ID or name, "host": optional}
 """
 
@@ -93,7 +95,29 @@ class Controller(object):
         rows = db_api.ledger_list(ctxt, host=query.get('host'),
                                   instance_uuid=query.get('server'),
                                   active_only=query.get('active') == 'true')
+        if query.get('stale') == 'true':
+            # What the scheduler's expiry releases: planned or failed
+            # longer than plan_ttl.
+            stale = {e['id'] for e in db_api.ledger_stale(
+                ctxt, db_api.since(conf.puma_scheduler.plan_ttl))}
+            rows = [r for r in rows if r['id'] in stale]
         return 200, {'ledger': self._limit(rows, LEDGER_FIELDS, conf)}
+
+    def release_entry(self, req, ctxt, conf, entry_id):
+        """Release a planned or failed entry through the scheduler."""
+        try:
+            self.scheduler.release_entry(ctxt, int(entry_id))
+        except messaging.RemoteError as e:
+            if e.exc_type == 'LedgerNotFound':
+                raise exception.LedgerNotFound(e.value)
+            if e.exc_type == 'InvalidTransition':
+                raise exception.InvalidTransition(e.value)
+            raise _rpc_error(e)
+        except messaging.MessagingException as e:
+            raise _rpc_error(e)
+        LOG.info('Ledger entry %s released on request', entry_id)
+        return 200, {'ledger_entry': _view(db_api.ledger_get(
+            ctxt, int(entry_id)), LEDGER_FIELDS)}
 
     def _pick_main_host(self, ctxt, conf, server):
         """The live host with the most uncommitted free memory."""

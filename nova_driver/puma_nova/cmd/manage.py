@@ -13,6 +13,10 @@
 
     puma-manage db sync [--revision REV]   upgrade the schema (default head)
     puma-manage db version                 print the schema revision
+    puma-manage ledger list-stale          ledger entries planned or failed
+                                           for longer than plan_ttl
+    puma-manage ledger expire              release them now, as the
+                                           scheduler's periodic task does
 """
 
 # Before anything imports oslo.messaging or oslo.service.
@@ -23,8 +27,13 @@ import sys  # noqa: E402
 
 from oslo_config import cfg  # noqa: E402
 
+from puma_nova.compute import rpcapi as compute_rpcapi  # noqa: E402
 from puma_nova.conf import scheduler as sched_conf  # noqa: E402
+from puma_nova import context  # noqa: E402
+from puma_nova.db import api as db_api  # noqa: E402
 from puma_nova.db import migration  # noqa: E402
+from puma_nova import rpc  # noqa: E402
+from puma_nova.scheduler import manager  # noqa: E402
 
 CONF = cfg.CONF
 
@@ -38,6 +47,35 @@ def _db_version():
     print(migration.version() or 'none')
 
 
+_COLUMNS = ('id', 'instance_uuid', 'main_host', 'sub_host', 'mb', 'state')
+
+
+def _print_entries(entries):
+    print(' '.join(_COLUMNS))
+    for e in entries:
+        print(' '.join(str(e[c]) for c in _COLUMNS))
+
+
+def _ledger_list_stale():
+    _print_entries(db_api.ledger_stale(
+        context.get_admin_context(),
+        db_api.since(CONF.puma_scheduler.plan_ttl)))
+
+
+def _ledger_expire():
+    # The scheduler's own release (a conditional UPDATE per entry, so a
+    # migration that starts meanwhile keeps its split); memory servers
+    # are stopped over [DEFAULT] transport_url.
+    compute = compute_rpcapi.ComputeAPI(
+        rpc.get_transport(CONF), timeout=CONF.puma_scheduler.rpc_timeout)
+    try:
+        released = manager.SchedulerManager(compute).expire_plans(
+            context.get_admin_context())
+    finally:
+        rpc.cleanup()
+    _print_entries(released)
+
+
 def _add_parsers(subparsers):
     db = subparsers.add_parser('db', help='database schema')
     actions = db.add_subparsers(dest='action')
@@ -48,6 +86,17 @@ def _add_parsers(subparsers):
     sync.set_defaults(func=_db_sync)
     version = actions.add_parser('version', help='print the revision')
     version.set_defaults(func=_db_version)
+    ledger = subparsers.add_parser('ledger', help='split-migration ledger')
+    actions = ledger.add_subparsers(dest='action')
+    actions.required = True
+    stale = actions.add_parser(
+        'list-stale', help='entries planned or failed for longer than '
+                           '[puma_scheduler] plan_ttl')
+    stale.set_defaults(func=_ledger_list_stale)
+    expire = actions.add_parser(
+        'expire', help='release those entries and stop their memory '
+                       'servers now')
+    expire.set_defaults(func=_ledger_expire)
 
 
 def main(argv=None):

@@ -55,6 +55,15 @@ scheduler_opts = [
     cfg.IntOpt('rpc_timeout', default=30, min=1,
                help='Seconds the scheduler waits for a compute host to '
                     'accept a pair assignment.'),
+    cfg.IntOpt('plan_ttl', default=900, min=1,
+               help='Seconds a split migration may stay planned.  A plan '
+                    'whose live migration has not started by then (Nova '
+                    'refused or failed it before the destination took '
+                    'it: no valid host, a failed precheck, ...) is '
+                    'released by the scheduler\'s periodic task, as are '
+                    'failed splits left unreleased that long.  It must '
+                    'exceed the longest time from a plan to the start of '
+                    'its migration.'),
 ]
 
 api_group = cfg.OptGroup(

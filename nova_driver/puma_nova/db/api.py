@@ -222,7 +222,34 @@ def ledger_set_state(ctxt, instance_uuid, state):
         return _as_dict(row)
 
 
-def ledger_release(ctxt, instance_uuid, before_id=None, main_host=None):
+def ledger_get(ctxt, entry_id):
+    """One ledger entry.
+
+    :raises LedgerNotFound: no entry has this id.
+    """
+    with _context().reader.using(ctxt) as session:
+        row = session.get(models.LedgerEntry, entry_id)
+        if row is None:
+            raise exception.LedgerNotFound('no ledger entry %s' % entry_id)
+        return _as_dict(row)
+
+
+def ledger_stale(ctxt, updated_before):
+    """Planned and failed entries last changed before UPDATED_BEFORE.
+
+    A planned entry that old belongs to a migration that never started;
+    a failed one to a rollback that never released it.
+    """
+    with _context().reader.using(ctxt) as session:
+        q = (sa.select(models.LedgerEntry)
+             .where(models.LedgerEntry.state.in_(models.STALE_STATES),
+                    models.LedgerEntry.updated_at < updated_before)
+             .order_by(models.LedgerEntry.id))
+        return [_as_dict(e) for e in session.scalars(q)]
+
+
+def ledger_release(ctxt, instance_uuid, before_id=None, main_host=None,
+                   entry_id=None, states=None):
     """Release unreleased entries of a server; return how many.
 
     :param before_id: only entries older than this one (a server that
@@ -230,6 +257,9 @@ def ledger_release(ctxt, instance_uuid, before_id=None, main_host=None):
     :param main_host: only entries whose main host this is (a move that
         rolls back gives back what it reserved, not the split the server
         still runs with).
+    :param entry_id: only this entry.
+    :param states: only entries in one of these states, checked in the
+        same UPDATE (an entry that just became running is left alone).
     """
     with _context().writer.using(ctxt) as session:
         q = (sa.update(models.LedgerEntry)
@@ -239,6 +269,10 @@ def ledger_release(ctxt, instance_uuid, before_id=None, main_host=None):
             q = q.where(models.LedgerEntry.id < before_id)
         if main_host is not None:
             q = q.where(models.LedgerEntry.main_host == main_host)
+        if entry_id is not None:
+            q = q.where(models.LedgerEntry.id == entry_id)
+        if states is not None:
+            q = q.where(models.LedgerEntry.state.in_(list(states)))
         result = session.execute(q.values(state=models.RELEASED,
                                           updated_at=models._now()))
         return result.rowcount

@@ -37,6 +37,9 @@ FAILED = 'failed'
 RELEASED = 'released'
 LEDGER_STATES = (PLANNED, RUNNING, DONE, FAILED, RELEASED)
 ACTIVE_STATES = (PLANNED, RUNNING, DONE)
+# Entries an operator or the plan expiry may release: no migration uses
+# them (a planned one whose migration has not started, a failed one).
+STALE_STATES = (PLANNED, FAILED)
 LEDGER_TRANSITIONS = {
     PLANNED: (RUNNING, FAILED, RELEASED),
     RUNNING: (DONE, FAILED, RELEASED),

@@ -46,6 +46,11 @@ class Client(object):
         return self._request('GET', '/v1/%s' % resource,
                              params=params)[key]
 
+    def release_ledger_entry(self, entry_id):
+        """POST /v1/ledger/ID/release: the entry as it is now."""
+        return self._request('POST', '/v1/ledger/%s/release' % entry_id
+                             )['ledger_entry']
+
     def split_migrate(self, server, host=None):
         body = {'server': server}
         if host:

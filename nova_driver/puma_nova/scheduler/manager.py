@@ -71,13 +71,19 @@ def _ledger_view(entry):
                                   'mb', 'state')}
 
 
+def _entry_view(entry):
+    view = _ledger_view(entry)
+    view['id'] = entry['id']
+    return view
+
+
 class SchedulerManager(object):
     """Endpoint of topic 'puma-scheduler' (see scheduler.rpcapi).
 
     :param compute_api: a puma_nova.compute.rpcapi.ComputeAPI.
     """
 
-    target = messaging.Target(version='1.1')
+    target = messaging.Target(version='1.2')
 
     def __init__(self, compute_api):
         self.compute = compute_api
@@ -107,7 +113,7 @@ class SchedulerManager(object):
                      for p in db_api.pair_list(ctxt)]
         return model.Cluster.build(mhosts, vms, pairs), hosts
 
-    # RPC API 1.1
+    # RPC API 1.2
 
     @messaging.expected_exceptions(exception.InvalidStats)
     def report_host(self, ctxt, host, stats):
@@ -171,28 +177,99 @@ class SchedulerManager(object):
     def release_split(self, ctxt, instance_uuid, main_host=None):
         """Release the server's splits (only MAIN_HOST's if given, 1.1)."""
         with self._plan_lock:
-            if db_api.ledger_release(ctxt, instance_uuid,
-                                     main_host=main_host):
-                LOG.info('Released split migration of %(vm)s (main host '
-                         '%(main)s)', {'vm': instance_uuid,
-                                       'main': main_host or 'any'})
-            # One memory server record per server: it follows the split
-            # that still holds memory, if any.
-            kept = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
-                                      active_only=True)
-            if not any(ms['instance_uuid'] == instance_uuid
-                       for ms in db_api.memory_server_list(ctxt)):
-                return
-            if not kept:
-                db_api.memory_server_set(ctxt, instance_uuid,
-                                         state='stopped')
-                return
-            entry = kept[-1]
-            db_api.memory_server_set(
-                ctxt, instance_uuid, host=entry['sub_host'],
-                size_mb=entry['mb'],
-                state='reserved' if entry['state'] == models.PLANNED
-                else 'active')
+            self._release_locked(ctxt, instance_uuid, main_host=main_host)
+
+    @messaging.expected_exceptions(exception.NotFound, exception.Conflict)
+    def release_entry(self, ctxt, entry_id):
+        """Release one planned or failed ledger entry (1.2).
+
+        What an operator does with a stale entry.  Running and done
+        entries are in use and refused (InvalidTransition); a released
+        one is left as it is.  The memory server the entry reserved is
+        stopped on its sub host.
+
+        :returns: the entry as it is now (with its id).
+        """
+        entry = db_api.ledger_get(ctxt, entry_id)
+        if entry['state'] in (models.RUNNING, models.DONE):
+            raise exception.InvalidTransition(
+                'ledger entry %s of server %s is %s: the split is in use '
+                'and is released when the server leaves %s'
+                % (entry_id, entry['instance_uuid'], entry['state'],
+                   entry['main_host']))
+        self._release_stale(ctxt, entry)
+        return _entry_view(db_api.ledger_get(ctxt, entry_id))
+
+    def expire_plans(self, ctxt):
+        """Release entries planned or failed longer than plan_ttl.
+
+        The periodic task of the service: a migration that Nova refused
+        or failed before the destination took it (no valid host, a
+        failed precheck) leaves its plan; nothing else releases it.
+
+        :returns: the entries released.
+        """
+        stale = db_api.ledger_stale(
+            ctxt, db_api.since(CONF.puma_scheduler.plan_ttl))
+        released = [e for e in stale if self._release_stale(ctxt, e)]
+        if released:
+            LOG.warning('Released %d stale split plan(s): %s', len(released),
+                        ', '.join('%s (main host %s)' % (e['instance_uuid'],
+                                                         e['main_host'])
+                                  for e in released))
+        return [_entry_view(e) for e in released]
+
+    def _release_stale(self, ctxt, entry):
+        """Release a planned or failed entry, then stop its server.
+
+        The same release as release_split's, limited to this entry and,
+        in the same UPDATE, to the planned and failed states: a split
+        whose migration started meanwhile is kept.
+        """
+        with self._plan_lock:
+            count = self._release_locked(
+                ctxt, entry['instance_uuid'], main_host=entry['main_host'],
+                entry_id=entry['id'], states=models.STALE_STATES)
+        if count:
+            # The destination may have started it (idempotent; the sub
+            # host of a plan never serves another split of the server).
+            try:
+                self.compute.stop_memory_server(ctxt, entry['sub_host'],
+                                                entry['instance_uuid'])
+            except Exception as e:
+                LOG.warning('Could not stop the memory server of %(vm)s on '
+                            '%(host)s: %(err)s',
+                            {'vm': entry['instance_uuid'],
+                             'host': entry['sub_host'], 'err': e})
+        return count
+
+    def _release_locked(self, ctxt, instance_uuid, main_host=None,
+                        entry_id=None, states=None):
+        count = db_api.ledger_release(ctxt, instance_uuid,
+                                      main_host=main_host, entry_id=entry_id,
+                                      states=states)
+        if count:
+            LOG.info('Released split migration of %(vm)s (main host '
+                     '%(main)s)', {'vm': instance_uuid,
+                                   'main': main_host or 'any'})
+        # One memory server record per server: it follows the split
+        # that still holds memory, if any.
+        kept = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
+                                  active_only=True)
+        if not any(ms['instance_uuid'] == instance_uuid
+                   for ms in db_api.memory_server_list(ctxt)):
+            return count
+        if not kept:
+            db_api.memory_server_set(ctxt, instance_uuid,
+                                     state='stopped')
+            return count
+        entry = kept[-1]
+        db_api.memory_server_set(
+            ctxt, instance_uuid, host=entry['sub_host'],
+            size_mb=entry['mb'],
+            state='reserved' if entry['state'] == models.PLANNED
+            else 'active')
+        return count
 
     @messaging.expected_exceptions(exception.Invalid, exception.NotFound,
                                    exception.Conflict)

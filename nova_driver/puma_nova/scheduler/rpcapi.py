@@ -21,6 +21,8 @@ API version history:
     * 1.1 - release_split takes main_host: release only the split whose
             main host that is (a rolled back move of a server that is
             split already must not release the split it still uses).
+    * 1.2 - release_entry: release one planned or failed ledger entry
+            (operators, stale plans).
 """
 
 from oslo_config import cfg
@@ -30,7 +32,7 @@ from puma_nova import rpc
 
 CONF = cfg.CONF
 
-RPC_API_VERSION = '1.1'
+RPC_API_VERSION = '1.2'
 
 
 class SchedulerAPI(object):
@@ -107,6 +109,22 @@ class SchedulerAPI(object):
         cctxt = self._prepare('1.1')
         return cctxt.call(ctxt, 'release_split', instance_uuid=instance_uuid,
                           main_host=main_host)
+
+    def release_entry(self, ctxt, entry_id):
+        """Release one planned or failed ledger entry (1.2).
+
+        :returns: the entry (id, instance_uuid, main_host, sub_host, mb,
+            state).
+        :raises: LedgerNotFound; InvalidTransition for a running or done
+            entry (as RemoteError over a real bus); SchedulerTooOld if
+            the version cap is below 1.2.
+        """
+        if not self.client.can_send_version('1.2'):
+            raise exception.SchedulerTooOld(
+                'puma-scheduler RPC API is capped below 1.2: cannot '
+                'release ledger entry %s' % entry_id)
+        cctxt = self._prepare('1.2')
+        return cctxt.call(ctxt, 'release_entry', entry_id=entry_id)
 
     def split_state(self, ctxt, instance_uuid, state):
         """Move the server's newest split to 'running', 'done' or 'failed'."""

@@ -12,8 +12,9 @@
 """The puma-scheduler service: an RPC server plus a planning thread.
 
 Threads: oslo.messaging's 'threading' executor runs the RPC calls; one
-daemon thread runs a planning round every [puma_scheduler]
-planning_interval seconds.  stop() ends both and waits for them.
+daemon thread runs the periodic tasks every [puma_scheduler]
+planning_interval seconds: a planning round, then the expiry of split
+plans older than plan_ttl.  stop() ends both and waits for them.
 """
 
 import threading
@@ -52,11 +53,19 @@ class SchedulerService(object):
     def _planning_loop(self):
         ctxt = context.get_admin_context()
         while not self._stop.wait(CONF.puma_scheduler.planning_interval):
-            try:
-                self.manager.run_planning_round(ctxt)
-            except Exception:
-                # One bad round (database away, ...) must not end planning.
-                LOG.exception('Planning round failed')
+            self.run_periodic_tasks(ctxt)
+
+    def run_periodic_tasks(self, ctxt):
+        """One planning round, then expire stale split plans."""
+        try:
+            self.manager.run_planning_round(ctxt)
+        except Exception:
+            # One bad round (database away, ...) must not end planning.
+            LOG.exception('Planning round failed')
+        try:
+            self.manager.expire_plans(ctxt)
+        except Exception:
+            LOG.exception('Expiring stale split plans failed')
 
     def stop(self):
         """Stop serving; a round in progress gets rpc_timeout to finish."""

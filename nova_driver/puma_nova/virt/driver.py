@@ -228,10 +228,19 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             nova_context.get_admin_context(), host,
             timeout=min(5, CONF.puma.rpc_timeout))
 
+    def get_available_resource(self, nodename):
+        # The resource tracker calls this before it takes its lock to
+        # update the provider tree: read the ledger here, never under
+        # that lock.
+        self._puma_ledger.refresh(self._puma_host)
+        return super().get_available_resource(nodename)
+
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):
         super().update_provider_tree(provider_tree, nodename,
                                      allocations=allocations)
+        # Runs under the resource tracker's lock: the last ledger read,
+        # no RPC (see get_available_resource).
         entries = self._puma_ledger.get(self._puma_host)
         borrowed, lent = ledger.totals(entries, self._puma_host)
         inventory = provider_tree.data(nodename).inventory
@@ -295,9 +304,40 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                                            shoot4u.EXTRA_SPEC,
                                            self._puma_host,
                                            self._puma_shoot4u_reason()))
-        return super().check_can_live_migrate_destination(
-            context, instance, src_compute_info, dst_compute_info,
-            block_migration, disk_over_commit)
+        # A split may have been planned before Nova asked this host
+        # (puma-api plans, then asks Nova): any failure of the checks
+        # until check_source_migrate_data_at_dest gives it back. Nova
+        # calls cleanup_live_migration_destination_check after the
+        # checks, failed or not, in the same thread.
+        self._puma_local.checking = (instance.uuid
+                                     if split.is_allowed(instance)
+                                     else None)
+        try:
+            return super().check_can_live_migrate_destination(
+                context, instance, src_compute_info, dst_compute_info,
+                block_migration, disk_over_commit)
+        except Exception:
+            with excutils.save_and_reraise_exception():
+                self._puma_release_unchecked(context)
+
+    def cleanup_live_migration_destination_check(self, context,
+                                                 dest_check_data):
+        try:
+            super().cleanup_live_migration_destination_check(
+                context, dest_check_data)
+        finally:
+            self._puma_release_unchecked(context)
+
+    def _puma_release_unchecked(self, context):
+        """Release a plan whose destination checks did not complete."""
+        instance_uuid = getattr(self._puma_local, 'checking', None)
+        self._puma_local.checking = None
+        if instance_uuid:
+            LOG.info('Puma: the live-migration checks of %s on %s failed; '
+                     'releasing any split planned for it here',
+                     instance_uuid, self._puma_host)
+            self._puma_release_main(context, instance_uuid,
+                                    self._puma_host)
 
     def check_can_live_migrate_source(self, context, instance,
                                       dest_check_data,
@@ -316,7 +356,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         """
         if split.MIGRATE_AGAIN_SUPPORTED or not split.is_allowed(instance):
             return
-        for e in self._puma_ledger.get(self._puma_host):
+        for e in self._puma_ledger.refresh(self._puma_host):
             if (e.get('instance_uuid') == instance.uuid and
                     e.get('main_host') == self._puma_host and
                     e.get('state') in ('running', 'done')):
@@ -332,7 +372,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                                           allocs):
         migrate_data = super().check_source_migrate_data_at_dest(
             ctxt, instance, migrate_data, migration, limits, allocs)
-        self._puma_plan_if_needed(ctxt, instance, migration)
+        try:
+            self._puma_plan_if_needed(ctxt, instance, migration)
+        finally:
+            # Planned, or refused and released: the checks are over.
+            self._puma_local.checking = None
         return migrate_data
 
     def _puma_free_mb(self):
@@ -346,6 +390,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         need = instance.flavor.memory_mb
         free = self._puma_free_mb()
         if need <= free:
+            if split.is_allowed(instance):
+                # It moves whole: a split planned before Nova asked this
+                # host (puma-api) is not needed; give it back.
+                self._puma_release_main(ctxt, instance.uuid,
+                                        self._puma_host)
             return None
         if not split.is_allowed(instance):
             # Nova's own behaviour: placement already accepted it.
@@ -577,6 +626,27 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             with self._puma_plans_lock:
                 self._puma_source_plans.pop(instance.uuid, None)
 
+    def _puma_start_split(self, ctxt, instance_uuid, dest):
+        """Record the split as running; fail if its plan is gone.
+
+        The scheduler expires plans whose migration did not start in
+        time and an operator may release them; the memory server is then
+        stopped, and migrating split would fail in libvirt or worse.
+        An unreachable scheduler does not stop the migration.
+        """
+        try:
+            self._puma_scheduler.split_state(ctxt, instance_uuid, 'running')
+        except Exception as e:
+            name = getattr(e, 'exc_type', None) or type(e).__name__
+            if name in ('LedgerNotFound', 'InvalidTransition'):
+                raise exception.MigrationError(
+                    reason='the split plan of %s on %s is no longer in the '
+                           'ledger (expired or released): %s'
+                           % (instance_uuid, dest,
+                              getattr(e, 'value', None) or e))
+            LOG.warning('Puma: could not set split state of %s to running: '
+                        '%s', instance_uuid, e)
+
     def _is_post_copy_enabled(self, migration_flags):
         # A split migration never runs post-copy (see split.SplitDomain):
         # the monitor must pause it on force-complete and never try to
@@ -604,7 +674,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                      'the rest from %(uri)s',
                      {'dest': dest, 'limit': plan['main_limit_mb'],
                       'uri': plan['sub_uri']}, instance=instance)
-            self._puma_set_state(context, instance.uuid, 'running')
+            self._puma_start_split(context, instance.uuid, dest)
             guest = libvirt_guest.Guest(
                 split.SplitDomain(guest._domain, params))
         return super()._live_migration_operation(

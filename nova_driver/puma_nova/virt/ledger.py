@@ -65,38 +65,67 @@ def apply(inventory, borrowed_mb, lent_mb):
 class LedgerCache(object):
     """The last ledger read for this host, refreshed now and then.
 
-    ``fetch(host)`` asks the Puma scheduler. When it fails the last
-    entries read stay in use, so the resource tracker never breaks nor
-    flips the inventory back and forth because the scheduler is away.
+    ``get(host)`` only returns what was read last: it never calls the
+    Puma scheduler, so the resource tracker, which applies the ledger
+    under its lock (update_provider_tree), never waits for RPC there.
+    ``refresh(host)`` reads the ledger again (``fetch(host)`` asks the
+    Puma scheduler) if the last read is older than max_age or was
+    invalidated; the driver calls it outside the resource tracker's lock
+    (get_available_resource, before the periodic update takes the lock).
+    When a read fails the last entries read stay in use, so the resource
+    tracker never breaks nor flips the inventory back and forth because
+    the scheduler is away.
     """
 
     def __init__(self, fetch, max_age, clock=time.monotonic):
         self._fetch = fetch
         self._max_age = max_age
         self._clock = clock
+        # Guards the fields below; never held while fetching.
         self._lock = threading.Lock()
+        # One fetch at a time.
+        self._refresh_lock = threading.Lock()
         self._entries = None
         self._read_at = None
+        # Bumped by invalidate(): a read that started before an event is
+        # stored but does not count as fresh.
+        self._generation = 0
 
     def invalidate(self):
         with self._lock:
             self._read_at = None
+            self._generation += 1
 
     def get(self, host):
+        """The entries read last (never fetches)."""
         with self._lock:
-            now = self._clock()
-            if (self._read_at is not None and
-                    now - self._read_at < self._max_age):
-                return list(self._entries or [])
+            return list(self._entries or [])
+
+    def _fresh(self, now):
+        return (self._read_at is not None and
+                now - self._read_at < self._max_age)
+
+    def refresh(self, host):
+        """Read the ledger again if it is stale; return the entries."""
+        with self._refresh_lock:
+            with self._lock:
+                now = self._clock()
+                if self._fresh(now):
+                    return list(self._entries or [])
+                generation = self._generation
             try:
                 entries = self._fetch(host)
             except Exception as e:
-                # Retry after max_age, not at every periodic task.
-                self._read_at = now
-                LOG.warning('Could not read the Puma lending ledger of %s, '
-                            'keeping the last one read (%d entries): %s',
-                            host, len(self._entries or []), e)
-                return list(self._entries or [])
-            self._entries = list(entries or [])
-            self._read_at = now
-            return list(self._entries)
+                with self._lock:
+                    # Retry after max_age, not at every periodic task.
+                    self._read_at = now
+                    LOG.warning('Could not read the Puma lending ledger of '
+                                '%s, keeping the last one read (%d '
+                                'entries): %s', host,
+                                len(self._entries or []), e)
+                    return list(self._entries or [])
+            with self._lock:
+                self._entries = list(entries or [])
+                if generation == self._generation:
+                    self._read_at = now
+                return list(self._entries)

@@ -75,6 +75,12 @@ class SchedulerDouble(object):
                    project_id):
         with self._lock:
             self.calls.append(('plan_split', instance_uuid, main_host))
+            for e in self._of(instance_uuid):
+                if e['state'] == 'planned' and e['main_host'] == main_host:
+                    # Planned by puma-api; the destination asks again.
+                    return {'sub_host': e['sub_host'],
+                            'main_limit_mb': memory_mb - e['mb'],
+                            'remote_mb': e['mb']}
             busy = {e['sub_host'] for e in self._of(instance_uuid)}
             subs = [h for h in self.sub_hosts
                     if h != main_host and h not in busy]

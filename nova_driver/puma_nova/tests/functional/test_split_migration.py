@@ -31,6 +31,7 @@ from lxml import etree
 from nova.cmd import manage
 import nova.conf
 from nova import context as nova_context
+from nova import exception
 from nova import objects
 from nova import rpc as nova_rpc
 from nova.tests.fixtures import libvirt as fakelibvirt
@@ -182,6 +183,28 @@ class PumaServersTestBase(base.LibvirtMigrationMixin,
                                           networks='none',
                                           expected_state=expected_state)
         return self.server
+
+    def _assert_refused(self, server, words):
+        try:
+            self.api.post_server_action(
+                server['id'],
+                {'os-migrateLive': {'host': 'dest',
+                                    'block_migration': 'auto'}})
+        except client.OpenStackApiException:
+            # CastAsCall hands the conductor's precheck error back to the
+            # API, which a real deployment answers 202 to.
+            pass
+        self._wait_for_migration_status(server, ['error'])
+        self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual([], self.migrations)
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.sched.ledger)
+        # The refusal reaches the conductor's log as the cause.
+        self.assertIn(words, self.stdlog.logger.output)
+        self.assertEqual('src',
+                         self.api.get_server(server['id'])
+                         ['OS-EXT-SRV-ATTR:host'])
+        self._assert_placement_clean()
 
 
 class SplitLiveMigrationTest(PumaServersTestBase):
@@ -378,28 +401,6 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         self._assert_refused(server, 'uses Shoot4U (puma:shoot4u) but host '
                                      'dest cannot provide it')
 
-    def _assert_refused(self, server, words):
-        try:
-            self.api.post_server_action(
-                server['id'],
-                {'os-migrateLive': {'host': 'dest',
-                                    'block_migration': 'auto'}})
-        except client.OpenStackApiException:
-            # CastAsCall hands the conductor's precheck error back to the
-            # API, which a real deployment answers 202 to.
-            pass
-        self._wait_for_migration_status(server, ['error'])
-        self._wait_for_state_change(server, 'ACTIVE')
-        self.assertEqual([], self.migrations)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
-        self.assertEqual({}, self.sched.ledger)
-        # The refusal reaches the conductor's log as the cause.
-        self.assertIn(words, self.stdlog.logger.output)
-        self.assertEqual('src',
-                         self.api.get_server(server['id'])
-                         ['OS-EXT-SRV-ATTR:host'])
-        self._assert_placement_clean()
-
     def test_without_extra_spec_nova_decides(self):
         # An instance that does not allow splitting migrates as Nova
         # alone would migrate it: placement accepted it, nothing else is
@@ -444,6 +445,70 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         self.sub.driver._puma_memory_servers._binary = '/bin/false'
         server = self._boot(self._split_flavor())
         self._assert_refused(server, 'memory server for')
+        self.assertIn(('release_split', server['id'], 'dest'),
+                      self.sched.calls)
+
+
+class PlannedBeforeNovaTest(PumaServersTestBase):
+    """Splits planned by puma-api before it asks Nova to migrate.
+
+    POST /v1/split-migrations records a planned split with the Puma
+    scheduler, then asks Nova for the live migration; whatever Nova does
+    next, the plan must not outlive the migration.
+    """
+
+    def _plan(self, server):
+        self.sched.plan_split(nova_context.get_admin_context(),
+                              server['id'], 4 * GIB, 'dest', 'p')
+        self.assertEqual('planned', self.sched.ledger[server['id']]['state'])
+
+    def test_planned_split_that_fits_migrates_whole(self):
+        # dest has room now: a plain live migration, the plan given back.
+        self.HOSTS = dict(self.HOSTS, dest=(4 * GIB, 0))
+        server = self._boot(self._split_flavor())
+        base_dest = self._memory_inventory('dest')
+        base_sub = self._memory_inventory('sub')
+        self._plan(server)
+        self._live_migrate(server, 'completed', host='dest')
+        _dest, params, flags = self.migrations[0]
+        self.assertFalse(flags & split.VIR_MIGRATE_SPLIT)
+        self.assertNotIn('split.sub-host-uri', params)
+        self.assertEqual({}, self.sched.ledger)
+        self.assertIn(('release_split', server['id'], 'dest'),
+                      self.sched.calls)
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self._run_periodics()
+        self.assertEqual(base_dest, self._memory_inventory('dest'))
+        self.assertEqual(base_sub, self._memory_inventory('sub'))
+        self._assert_placement_clean()
+
+    def test_destination_precheck_failure_releases_the_plan(self):
+        # e.g. the CPU comparison with the source fails on dest.
+        def refuse(*args, **kwargs):
+            raise exception.MigrationPreCheckError(
+                reason='CPU of the source is not compatible')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            'check_can_live_migrate_destination', refuse))
+        server = self._boot(self._split_flavor())
+        self._plan(server)
+        self._assert_refused(server, 'CPU of the source is not compatible')
+        self.assertIn(('release_split', server['id'], 'dest'),
+                      self.sched.calls)
+
+    def test_source_precheck_failure_releases_the_plan(self):
+        # The conductor's check of the source, run from dest, fails.
+        def refuse(*args, **kwargs):
+            raise exception.MigrationPreCheckError(
+                reason='source refuses the move')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            'check_can_live_migrate_source', refuse))
+        server = self._boot(self._split_flavor())
+        self._plan(server)
+        self._assert_refused(server, 'source refuses the move')
         self.assertIn(('release_split', server['id'], 'dest'),
                       self.sched.calls)
 

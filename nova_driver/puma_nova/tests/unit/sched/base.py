@@ -11,6 +11,7 @@
 # under the License.
 """Shared fixtures: a migrated SQLite database per test."""
 
+import datetime
 import os
 
 import fixtures
@@ -23,6 +24,7 @@ from puma_nova.conf import scheduler as sched_conf
 from puma_nova import context
 from puma_nova.db import api as db_api
 from puma_nova.db import migration
+from puma_nova.db import models
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi
 from puma_nova.scheduler import service
@@ -76,9 +78,13 @@ class ComputeEndpoint(object):
     def __init__(self, host):
         self.host = host
         self.applied = []
+        self.stopped = []
 
     def apply_pairs(self, ctxt, pairs):
         self.applied.append(pairs)
+
+    def stop_memory_server(self, ctxt, instance_uuid):
+        self.stopped.append(instance_uuid)
 
 
 class RPCFixture(fixtures.Fixture):
@@ -103,6 +109,20 @@ class RPCFixture(fixtures.Fixture):
             self.addCleanup(server.stop)
             self.computes[host] = ep
         self.api = rpcapi.SchedulerAPI(self.transport)
+
+
+def age_ledger(seconds, **where):
+    """Make ledger entries (all, or those matching WHERE) SECONDS older."""
+    table = models.LedgerEntry.__table__
+    with db_api.get_engine().begin() as conn:
+        for row in conn.execute(table.select()):
+            if all(row._mapping[c] == v for c, v in where.items()):
+                conn.execute(table.update().where(
+                    table.c.id == row.id).values(
+                        updated_at=row.updated_at -
+                        datetime.timedelta(seconds=seconds),
+                        created_at=row.created_at -
+                        datetime.timedelta(seconds=seconds)))
 
 
 def rpc_error(test, func, *args):

@@ -106,6 +106,41 @@ class TestAPI(base.TestCase):
         self.assertEqual(['released'], [e['state'] for e in
                                         db_api.ledger_list(self.ctxt)])
 
+    def test_stale_plans_listed_and_released(self):
+        self.post({'server': 'big', 'host': 'm'}, 202)
+        self.assertEqual([], self.app.get('/v1/ledger?stale=true').json[
+            'ledger'])
+        # Nova failed the migration before the destination took it.
+        base.age_ledger(
+            self.conf.conf.puma_scheduler.plan_ttl + 1)
+        (entry,) = self.app.get('/v1/ledger?stale=true').json['ledger']
+        self.assertEqual((UUID, 'm', 'planned'), (
+            entry['instance_uuid'], entry['main_host'], entry['state']))
+        resp = self.app.post('/v1/ledger/%d/release' % entry['id'])
+        self.assertEqual('released', resp.json['ledger_entry']['state'])
+        self.assertEqual([], self.app.get('/v1/ledger?stale=true').json[
+            'ledger'])
+        self.assertEqual([], self.app.get('/v1/ledger?active=true').json[
+            'ledger'])
+        # Again: nothing to do.
+        self.app.post('/v1/ledger/%d/release' % entry['id'], status=200)
+
+    def test_release_refused(self):
+        self.post({'server': 'big', 'host': 'm'}, 202)
+        (entry,) = self.app.get('/v1/ledger').json['ledger']
+        self.rpc.api.split_state(self.ctxt, UUID, 'running')
+        resp = self.app.post('/v1/ledger/%d/release' % entry['id'],
+                             status=409)
+        self.assertError(resp, 409, 'the split is in use')
+        self.assertError(self.app.post('/v1/ledger/999/release',
+                                       status=404), 404, 'no ledger entry')
+        self.assertError(self.app.post('/v1/ledger/x/release',
+                                       status=404), 404, 'no resource')
+        self.assertError(self.app.get('/v1/ledger/%d/release' % entry['id'],
+                                      status=405), 405, 'GET')
+        self.assertEqual(['running'], [e['state'] for e in
+                                       db_api.ledger_list(self.ctxt)])
+
     def test_bad_requests(self):
         cases = [
             ({'host': 'm'}, 400, "'server' is a required property"),

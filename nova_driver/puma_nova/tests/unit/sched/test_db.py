@@ -126,3 +126,30 @@ class TestLedger(base.TestCase):
         # 'done' splits show in the hosts' own reports already.
         self.assertEqual({'m': 1024, 's': 2048},
                          db_api.ledger_commitments(self.ctxt))
+
+    def test_stale_entries_and_conditional_release(self):
+        planned = self._create('i1')
+        db_api.ledger_create(self.ctxt, 'i2', 'p1', 'm', 's', 512, 256)
+        db_api.ledger_set_state(self.ctxt, 'i2', models.FAILED)
+        running = db_api.ledger_create(self.ctxt, 'i3', 'p1', 'm', 's', 512,
+                                       256)
+        db_api.ledger_set_state(self.ctxt, 'i3', models.RUNNING)
+        self.assertEqual([], db_api.ledger_stale(self.ctxt,
+                                                 db_api.since(60)))
+        base.age_ledger(61)
+        self.assertEqual(['i1', 'i2'], [e['instance_uuid'] for e in
+                                        db_api.ledger_stale(
+                                            self.ctxt, db_api.since(60))])
+        # Only in the given states, and only the given entry.
+        self.assertEqual(0, db_api.ledger_release(
+            self.ctxt, 'i3', entry_id=running['id'],
+            states=models.STALE_STATES))
+        self.assertEqual(0, db_api.ledger_release(
+            self.ctxt, 'i1', entry_id=running['id']))
+        self.assertEqual(1, db_api.ledger_release(
+            self.ctxt, 'i1', entry_id=planned['id'],
+            states=models.STALE_STATES))
+        self.assertEqual(models.RELEASED,
+                         db_api.ledger_get(self.ctxt, planned['id'])['state'])
+        self.assertRaises(exception.LedgerNotFound, db_api.ledger_get,
+                          self.ctxt, 999)

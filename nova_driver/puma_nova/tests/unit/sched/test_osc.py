@@ -89,6 +89,20 @@ class TestOSC(base.TestCase):
         self.assertEqual([(test_api.UUID, 'sub', 4096, None, 'reserved')],
                          list(rows))
 
+    def test_stale_ledger_list_and_release(self):
+        self.run_cmd(split.MigrateSplit, ['big', '--host', 'm'])
+        self.assertEqual([], list(self.run_cmd(ledger.ListLedger,
+                                               ['--stale'])[1]))
+        base.age_ledger(3600)
+        (row,) = self.run_cmd(ledger.ListLedger, ['--stale'])[1]
+        self.assertEqual((test_api.UUID, 'planned'), (row[1], row[6]))
+        cols, data = self.run_cmd(ledger.ReleaseLedgerEntry, [str(row[0])])
+        shown = dict(zip(cols, data))
+        self.assertEqual((row[0], 'released'), (shown['Id'],
+                                                shown['State']))
+        self.assertEqual([], list(self.run_cmd(ledger.ListLedger,
+                                               ['--active'])[1]))
+
     def test_pair_list(self):
         db_api.pair_update(self.ctxt, [], [{
             'lender': 'a', 'borrower': 'b', 'lender_host': 'm',

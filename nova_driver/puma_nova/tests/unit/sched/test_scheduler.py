@@ -245,3 +245,102 @@ class TestPlanningRound(base.TestCase):
         self.manager.run_planning_round(self.ctxt)
         self.assertNotIn('h3', self.manager._pushed)
         self.assertIn('h1', self.manager._pushed)
+
+
+class TestStalePlans(base.TestCase):
+    """Plans whose migration never started, and their release."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='puma_scheduler', planning_interval=3600,
+                   plan_ttl=600, reserve_mb=512,
+                   host_racks={'m': 'r1', 'near': 'r1'})
+        self.rpc = self.useFixture(base.RPCFixture(['m', 'near', 'far']))
+        self.api = self.rpc.api
+        self.api.report_host(self.ctxt, 'src', base.stats(
+            1000, [base.vm('i1', memory_mb=8192),
+                   base.vm('i2', memory_mb=8192)]))
+        self.api.report_host(self.ctxt, 'm', base.stats(4608))
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        self.api.report_host(self.ctxt, 'near', base.stats(6000))
+        self.api.report_host(self.ctxt, 'far', base.stats(30000))
+
+    def _states(self):
+        return [(e['instance_uuid'], e['state'])
+                for e in db_api.ledger_list(self.ctxt)]
+
+    def test_plan_whose_migration_never_started_expires(self):
+        # puma-api planned, then Nova failed the migration before the
+        # destination saw it (NoValidHost, a conductor precheck): nothing
+        # but the scheduler's periodic task can give the memory back.
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.assertEqual(4096, db_api.ledger_commitments(self.ctxt)['near'])
+        base.age_ledger(601)
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'released')], self._states())
+        self.assertEqual([], self.api.get_ledger(self.ctxt, 'm'))
+        self.assertEqual([], self.api.get_ledger(self.ctxt, 'near'))
+        self.assertEqual({}, db_api.ledger_commitments(self.ctxt))
+        self.assertEqual(['stopped'], [m['state'] for m in
+                                       db_api.memory_server_list(self.ctxt)])
+        # The destination may have started the memory server: stopped.
+        self.assertEqual(['i1'], self.rpc.computes['near'].stopped)
+
+    def test_young_plans_and_splits_in_use_are_kept(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.plan_split(self.ctxt, 'i2', 8192, 'm2', 'p1')
+        base.age_ledger(601, instance_uuid='i1')
+        base.age_ledger(599, instance_uuid='i2')
+        self.assertEqual([], self.rpc.service.manager.expire_plans(
+            self.ctxt))
+        self.assertEqual([('i1', 'running'), ('i2', 'planned')],
+                         self._states())
+
+    def test_failed_split_left_unreleased_expires(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'failed')
+        base.age_ledger(601)
+        released = self.rpc.service.manager.expire_plans(self.ctxt)
+        self.assertEqual([('i1', 'm', 'failed')],
+                         [(e['instance_uuid'], e['main_host'], e['state'])
+                          for e in released])
+        self.assertEqual([('i1', 'released')], self._states())
+
+    def test_migration_that_starts_meanwhile_is_kept(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        base.age_ledger(601)
+        manager = self.rpc.service.manager
+        (stale,) = db_api.ledger_stale(self.ctxt, db_api.since(600))
+        # The source starts the migration between the read and the
+        # release.
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.assertEqual(0, manager._release_stale(self.ctxt, stale))
+        self.assertEqual([('i1', 'running')], self._states())
+        self.assertEqual([], self.rpc.computes['near'].stopped)
+
+    def test_release_entry(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.plan_split(self.ctxt, 'i2', 8192, 'm2', 'p1')
+        self.api.split_state(self.ctxt, 'i2', 'running')
+        first, second = db_api.ledger_list(self.ctxt)
+        entry = self.api.release_entry(self.ctxt, first['id'])
+        self.assertEqual({'id': first['id'], 'instance_uuid': 'i1',
+                          'main_host': 'm', 'sub_host': 'near', 'mb': 4096,
+                          'state': 'released'}, entry)
+        self.assertEqual(['i1'], self.rpc.computes['near'].stopped)
+        # Idempotent.
+        self.assertEqual('released', self.api.release_entry(
+            self.ctxt, first['id'])['state'])
+        name, msg = base.rpc_error(self, self.api.release_entry, self.ctxt,
+                                   second['id'])
+        self.assertEqual('InvalidTransition', name)
+        self.assertIn('is running: the split is in use', msg)
+        name, _msg = base.rpc_error(self, self.api.release_entry, self.ctxt,
+                                    999)
+        self.assertEqual('LedgerNotFound', name)
+        self.assertEqual([('i1', 'released'), ('i2', 'running')],
+                         self._states())
+        old = rpcapi.SchedulerAPI(self.rpc.transport, version_cap='1.1')
+        self.assertRaises(exception.SchedulerTooOld, old.release_entry,
+                          self.ctxt, second['id'])

@@ -77,29 +77,53 @@ class LedgerCacheTest(testtools.TestCase):
 
     def test_cached_until_max_age(self):
         self.answers = [ENTRIES[:1], ENTRIES[:2]]
-        self.assertEqual(ENTRIES[:1], self.cache.get('m'))
+        self.assertEqual(ENTRIES[:1], self.cache.refresh('m'))
         self.now = 29
-        self.assertEqual(ENTRIES[:1], self.cache.get('m'))
+        self.assertEqual(ENTRIES[:1], self.cache.refresh('m'))
         self.now = 30
-        self.assertEqual(ENTRIES[:2], self.cache.get('m'))
+        self.assertEqual(ENTRIES[:2], self.cache.refresh('m'))
+
+    def test_get_never_fetches(self):
+        self.assertEqual([], self.cache.get('m'))
+        self.answers = [ENTRIES[:1]]
+        self.cache.refresh('m')
+        self.cache.invalidate()
+        self.now = 1000
+        # Nothing left to answer: get() would fail if it fetched.
+        self.assertEqual(ENTRIES[:1], self.cache.get('m'))
 
     def test_invalidate(self):
         self.answers = [ENTRIES[:1], ENTRIES[:2]]
-        self.cache.get('m')
+        self.cache.refresh('m')
         self.cache.invalidate()
+        self.assertEqual(ENTRIES[:2], self.cache.refresh('m'))
         self.assertEqual(ENTRIES[:2], self.cache.get('m'))
+
+    def test_invalidated_while_reading(self):
+        # A split event during a read: what was read is used, but the
+        # next refresh reads again.
+        def fetch(host):
+            self.cache.invalidate()
+            return ENTRIES[:1]
+
+        self.cache._fetch = fetch
+        self.assertEqual(ENTRIES[:1], self.cache.refresh('m'))
+        self.cache._fetch = self._fetch
+        self.answers = [ENTRIES[:2]]
+        self.assertEqual(ENTRIES[:2], self.cache.refresh('m'))
 
     def test_scheduler_away_keeps_last(self):
         self.answers = [ENTRIES[:2], RuntimeError('timeout'), ENTRIES[:1]]
-        self.assertEqual(ENTRIES[:2], self.cache.get('m'))
+        self.assertEqual(ENTRIES[:2], self.cache.refresh('m'))
         self.cache.invalidate()
-        self.assertEqual(ENTRIES[:2], self.cache.get('m'))
+        self.assertEqual(ENTRIES[:2], self.cache.refresh('m'))
         # No retry at every call after a failure...
-        self.assertEqual(ENTRIES[:2], self.cache.get('m'))
+        self.assertEqual(ENTRIES[:2], self.cache.refresh('m'))
         # ...but after max_age.
         self.now = 30
-        self.assertEqual(ENTRIES[:1], self.cache.get('m'))
+        self.assertEqual(ENTRIES[:1], self.cache.refresh('m'))
 
     def test_never_read(self):
         self.answers = [RuntimeError('timeout')]
+        self.assertEqual([], self.cache.refresh('m'))
         self.assertEqual([], self.cache.get('m'))

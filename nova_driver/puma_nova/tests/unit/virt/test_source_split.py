@@ -16,6 +16,7 @@ import threading
 from unittest import mock
 
 import fixtures
+from nova import exception
 from nova import objects
 from nova import test
 from nova.tests import fixtures as nova_fixtures
@@ -140,3 +141,25 @@ class SourceSplitTest(test.NoDBTestCase):
         self.assertTrue(libvirt_driver.LibvirtDriver._is_post_copy_enabled(
             self.drv, POSTCOPY))
         self.assertFalse(self.drv._is_post_copy_enabled(0))
+
+    def test_expired_plan_fails_before_libvirt(self):
+        # The scheduler expired (or an operator released) the plan the
+        # destination still holds: no split migration to a memory
+        # server that was stopped.
+        class LedgerNotFound(Exception):
+            pass
+
+        self.drv._puma_compute_api.get_split_plan.return_value = dict(PLAN)
+        self.drv._puma_scheduler.split_state.side_effect = LedgerNotFound(
+            'server has no split migration in the ledger')
+        e = self.assertRaises(exception.MigrationError, self._migrate,
+                              _instance())
+        self.assertIn('no longer in the ledger', str(e))
+        self.assertNotIn('domain', self.seen)
+
+    def test_scheduler_away_at_start_keeps_the_split(self):
+        self.drv._puma_compute_api.get_split_plan.return_value = dict(PLAN)
+        self.drv._puma_scheduler.split_state.side_effect = RuntimeError(
+            'timeout')
+        self._migrate(_instance())
+        self.assertIsInstance(self.seen['domain'], split.SplitDomain)
