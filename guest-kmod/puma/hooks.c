@@ -22,7 +22,10 @@
  *   DIO write  kprobe invalidate_inode_pages2_range (before the write)
  *              and kiocb_invalidate_post_direct_write (after it; the
  *              kernel skips its own invalidation when nrpages is 0)
- *   umount     kprobe generic_shutdown_super
+ *   umount     kprobe generic_shutdown_super; and a kretprobe on it, since
+ *              reclaim may put pages of its inodes after the entry, until
+ *              it evicts them, which creates the pool again: the return
+ *              drops the pool once more, with no inode left
  *
  * Implementation: puma_tps and puma_kps list what is registered; a
  * registration failure unloads the lot and fails the module load, since a
@@ -187,6 +190,37 @@ static int puma_umount_pre(struct kprobe *kp, struct pt_regs *regs)
 	return 0;
 }
 
+/* The same function's return: forget what puts made after the entry. */
+struct puma_umount_data {
+	struct super_block *sb;
+};
+
+static int puma_umount_entry(struct kretprobe_instance *ri,
+			     struct pt_regs *regs)
+{
+	struct puma_umount_data *d = (void *)ri->data;
+
+	d->sb = (struct super_block *)regs->di;
+	return 0;
+}
+
+static int puma_umount_ret(struct kretprobe_instance *ri,
+			   struct pt_regs *regs)
+{
+	struct puma_umount_data *d = (void *)ri->data;
+
+	puma_index_drop_sb(d->sb);
+	return 0;
+}
+
+static struct kretprobe puma_umount_rp = {
+	.kp.symbol_name = "generic_shutdown_super",
+	.entry_handler = puma_umount_entry,
+	.handler = puma_umount_ret,
+	.data_size = sizeof(struct puma_umount_data),
+	.maxactive = 64,
+};
+
 static struct kprobe puma_kps[] = {
 	{ .symbol_name = "truncate_inode_pages_range",
 	  .pre_handler = puma_trunc_pre },
@@ -232,6 +266,12 @@ int puma_hooks_init(void)
 		pr_err("kretprobe %s: %d\n", puma_trunc_rp.kp.symbol_name, ret);
 		goto out_kps;
 	}
+	ret = register_kretprobe(&puma_umount_rp);
+	if (ret) {
+		pr_err("kretprobe %s: %d\n", puma_umount_rp.kp.symbol_name,
+		       ret);
+		goto out_trunc_rp;
+	}
 
 	for_each_kernel_tracepoint(puma_tp_match, NULL);
 	/* The dirty hook before the put hook, for the same reason. */
@@ -255,6 +295,8 @@ out_tps:
 		tracepoint_probe_unregister(puma_tps[i].tp, puma_tps[i].probe,
 					    NULL);
 	tracepoint_synchronize_unregister();
+	unregister_kretprobe(&puma_umount_rp);
+out_trunc_rp:
 	unregister_kretprobe(&puma_trunc_rp);
 out_kps:
 	puma_kps_unregister(k);
@@ -265,6 +307,7 @@ void puma_hooks_exit(void)
 {
 	/* Puts stop first, invalidations last. */
 	puma_tps_unregister(ARRAY_SIZE(puma_tps));
+	unregister_kretprobe(&puma_umount_rp);
 	unregister_kretprobe(&puma_trunc_rp);
 	puma_kps_unregister(ARRAY_SIZE(puma_kps));
 }
