@@ -16,6 +16,8 @@
  *   act_threshold   activations per half second that make a lender busy
  *   quiet_ms        quiet time before a busy lender lends again
  *   stats           "name value" lines: counters, gauges, drops by reason
+ *   fs_stats        one line per file system: s_id MAJOR:MINOR name=value...
+ *                   (its share of puts, gets, hits...; see index.c)
  *
  * Implementation: puma_cfg holds the values; puma_ctl_mutex serialises
  * writers; readers of single fields use READ_ONCE.
@@ -291,6 +293,12 @@ static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return n;
 }
 
+static ssize_t fs_stats_show(struct kobject *kobj,
+			     struct kobj_attribute *attr, char *buf)
+{
+	return puma_index_fs_show(buf);
+}
+
 static struct kobj_attribute role_attr = __ATTR_RW(role);
 static struct kobj_attribute key_attr = __ATTR(key, 0600, key_show,
 					       key_store);
@@ -299,6 +307,7 @@ static struct kobj_attribute mode_attr = __ATTR_RW(mode);
 static struct kobj_attribute seq_filter_attr = __ATTR_RW(seq_filter);
 static struct kobj_attribute port_attr = __ATTR_RW(port);
 static struct kobj_attribute stats_attr = __ATTR_RO(stats);
+static struct kobj_attribute fs_stats_attr = __ATTR_RO(fs_stats);
 
 static struct attribute *puma_ctl_attrs[] = {
 	&role_attr.attr,
@@ -313,6 +322,7 @@ static struct attribute *puma_ctl_attrs[] = {
 	&act_threshold_attr.attr,
 	&quiet_ms_attr.attr,
 	&stats_attr.attr,
+	&fs_stats_attr.attr,
 	NULL,
 };
 

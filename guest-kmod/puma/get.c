@@ -88,7 +88,7 @@ static void puma_get_folios(struct file *file, struct inode *inode, int peer,
 			    struct puma_get_req *req, unsigned long seq)
 {
 	const struct address_space_operations *aops = inode->i_mapping->a_ops;
-	unsigned int i;
+	unsigned int i, hits = 0, misses = 0, stale = 0;
 	int ret;
 
 	if (puma_cfg.exclusive)
@@ -105,15 +105,19 @@ static void puma_get_folios(struct file *file, struct inode *inode, int peer,
 					   seq)) {
 			folio_mark_uptodate(folio);
 			folio_unlock(folio);
-			puma_count(PUMA_STAT_HITS);
+			hits++;
 			continue;
 		}
 		if (req->hits & BIT(i))
-			puma_count(PUMA_STAT_GET_STALE);
+			stale++;
 		else
-			puma_count(PUMA_STAT_MISSES);
+			misses++;
 		aops->read_folio(file, folio);
 	}
+	puma_count_n(PUMA_STAT_HITS, hits);
+	puma_count_n(PUMA_STAT_MISSES, misses);
+	puma_count_n(PUMA_STAT_GET_STALE, stale);
+	puma_index_count_gets(inode, hits, misses, stale);
 }
 
 static struct puma_get_req *puma_req_alloc(void)
@@ -255,9 +259,11 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	if (hit && !puma_index_still_valid(mapping->host, folio->index, &fk,
 					   seq)) {
 		puma_count(PUMA_STAT_GET_STALE);
+		puma_index_count_gets(mapping->host, 0, 0, 1);
 		hit = false;
 	} else if (!hit) {
 		puma_count(PUMA_STAT_MISSES);
+		puma_index_count_gets(mapping->host, 0, 1, 0);
 	}
 	kfree(req);
 	if (!hit)
@@ -265,6 +271,7 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	folio_mark_uptodate(folio);
 	folio_unlock(folio);
 	puma_count(PUMA_STAT_HITS);
+	puma_index_count_gets(mapping->host, 1, 0, 0);
 	return true;
 }
 

@@ -25,7 +25,10 @@
  * the lender id (or PUMA_E_SEQ, "read sequentially: do not put").  seq
  * counts the invalidations of the file, so a get in flight can tell that
  * the file changed while it waited.  puma_truncs lists the mappings being
- * truncated: no put is taken for them until the truncate returned.
+ * truncated: no put is taken for them until the truncate returned.  A pool
+ * also keeps its file system's share of the counters (fs_stats); it lives
+ * from the first put or mark until unmount, so there is one per mounted
+ * file system at most.
  *
  * Locking: puma_index_lock (irqsave: the put and dirty hooks run with
  * interrupts off under the mapping's i_pages lock) protects all of the
@@ -46,10 +49,39 @@
 #define PUMA_E_PEER_MASK	0xff
 #define PUMA_E_SEQ		0x100
 
+/*
+ * The counters a pool keeps for its file system: its share of the global
+ * counter puma_fs_stat_global[] names, under the same name.
+ */
+enum puma_fs_stat {
+	PUMA_FS_PUTS,
+	PUMA_FS_PUTS_SKIPPED_CLEAN,
+	PUMA_FS_GETS,
+	PUMA_FS_HITS,
+	PUMA_FS_MISSES,
+	PUMA_FS_GET_STALE,
+	PUMA_FS_INVAL_PAGES,
+	PUMA_FS_NR,
+};
+
+static const enum puma_stat puma_fs_stat_global[PUMA_FS_NR] = {
+	[PUMA_FS_PUTS] = PUMA_STAT_PUTS,
+	[PUMA_FS_PUTS_SKIPPED_CLEAN] = PUMA_STAT_PUTS_SKIPPED_CLEAN,
+	[PUMA_FS_GETS] = PUMA_STAT_GETS,
+	[PUMA_FS_HITS] = PUMA_STAT_HITS,
+	[PUMA_FS_MISSES] = PUMA_STAT_MISSES,
+	[PUMA_FS_GET_STALE] = PUMA_STAT_GET_STALE,
+	[PUMA_FS_INVAL_PAGES] = PUMA_STAT_INVAL_PAGES,
+};
+
 struct puma_pool {
 	struct list_head node;
 	struct super_block *sb;
 	u64 epoch;
+	dev_t dev;		/* sb->s_dev and s_id, for fs_stats */
+	char id[sizeof_field(struct super_block, s_id)];
+	unsigned long remote;	/* entries of its files naming a lender */
+	u64 stats[PUMA_FS_NR];
 };
 
 struct puma_file {
@@ -127,6 +159,8 @@ static struct puma_pool *puma_pool_find(struct super_block *sb, bool create)
 	if (!pool)
 		return NULL;
 	pool->sb = sb;
+	pool->dev = sb->s_dev;
+	strscpy(pool->id, sb->s_id, sizeof(pool->id));
 	do {
 		pool->epoch = get_random_u64();
 	} while (!pool->epoch);
@@ -173,6 +207,7 @@ static void puma_entry_add(struct puma_file *f, unsigned long v)
 	puma_index_nr++;
 	if (v & PUMA_E_PEER_MASK) {
 		f->remote++;
+		f->pool->remote++;
 		puma_remote_nr++;
 	}
 }
@@ -185,8 +220,16 @@ static int puma_entry_del(struct puma_file *f, unsigned long v)
 	if (!(v & PUMA_E_PEER_MASK))
 		return 0;
 	f->remote--;
+	f->pool->remote--;
 	puma_remote_nr--;
 	return v & PUMA_E_PEER_MASK;
+}
+
+/* @n remote pages of @f were forgotten. */
+static void puma_count_inval(struct puma_file *f, unsigned long n)
+{
+	puma_count_n(PUMA_STAT_INVAL_PAGES, n);
+	f->pool->stats[PUMA_FS_INVAL_PAGES] += n;
 }
 
 static void puma_fkey_fill(const struct puma_file *f, struct puma_fkey *fk)
@@ -201,7 +244,8 @@ static void puma_file_free(struct puma_file *f)
 	lockdep_assert_held(&puma_index_lock);
 	puma_index_nr -= f->nr;
 	puma_remote_nr -= f->remote;
-	puma_count_n(PUMA_STAT_INVAL_PAGES, f->remote);
+	f->pool->remote -= f->remote;
+	puma_count_inval(f, f->remote);
 	hash_del(&f->hnode);
 	xa_destroy(&f->pages);
 	kfree(f);
@@ -222,7 +266,7 @@ static u32 puma_file_erase(struct puma_file *f, pgoff_t start, pgoff_t end)
 		peer = puma_entry_del(f, xa_to_value(entry));
 		if (peer) {
 			peers |= BIT(peer);
-			puma_count(PUMA_STAT_INVAL_PAGES);
+			puma_count_inval(f, 1);
 		}
 	}
 	return peers;
@@ -234,6 +278,7 @@ static u32 puma_file_erase(struct puma_file *f, pgoff_t start, pgoff_t end)
  * @index: the page
  * @peer: the lender id
  * @fk: filled with the file's key
+ * @fp: set to the file's record
  * @already: set if the lender already holds this unchanged page
  *
  * Caller: the put hook, with interrupts off.  The caller queues the page
@@ -243,7 +288,8 @@ static u32 puma_file_erase(struct puma_file *f, pgoff_t start, pgoff_t end)
  * -ENOMEM.
  */
 static int puma_index_note_put(struct inode *inode, pgoff_t index,
-			       int peer, struct puma_fkey *fk, bool *already)
+			       int peer, struct puma_fkey *fk,
+			       struct puma_file **fp, bool *already)
 {
 	struct puma_file *f;
 	void *old;
@@ -253,6 +299,7 @@ static int puma_index_note_put(struct inode *inode, pgoff_t index,
 	f = puma_file_find(inode, true);
 	if (!f)
 		return -ENOMEM;
+	*fp = f;
 	old = xa_load(&f->pages, index);
 	if (old && (xa_to_value(old) & PUMA_E_SEQ)) {
 		xa_erase(&f->pages, index);
@@ -316,7 +363,7 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 			   PUMA_STAT_DROP_NO_PEER);
 		goto out_unlock;
 	}
-	ret = puma_index_note_put(inode, index, peer, &fk, &already);
+	ret = puma_index_note_put(inode, index, peer, &fk, &f, &already);
 	if (ret) {
 		if (ret == -ENOMEM)
 			puma_count(PUMA_STAT_DROP_NOMEM);
@@ -324,15 +371,15 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 	}
 	if (already) {
 		puma_count(PUMA_STAT_PUTS_SKIPPED_CLEAN);
+		f->pool->stats[PUMA_FS_PUTS_SKIPPED_CLEAN]++;
 		goto out_unlock;
 	}
 	if (puma_peer_queue_put(peer, &fk, index, data)) {
-		f = puma_file_find(inode, false);
-		if (f)
-			puma_file_forget(f, index);
+		puma_file_forget(f, index);
 		goto out_unlock;
 	}
 	puma_count(PUMA_STAT_PUTS);
+	f->pool->stats[PUMA_FS_PUTS]++;
 out_unlock:
 	spin_unlock_irqrestore(&puma_index_lock, flags);
 }
@@ -409,6 +456,71 @@ void puma_index_forget(struct inode *inode, pgoff_t index)
 	if (f)
 		puma_file_forget(f, index);
 	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_count_gets - add the outcome of a get to its file system
+ * @inode: the file the pages were asked for
+ * @hits: pages used from the lender's answer
+ * @misses: pages the lender did not have (or the get failed)
+ * @stale: pages answered but refused because the file changed
+ *
+ * The global counters are kept by the caller; this is the share of the
+ * file's pool, so the pages asked for are the sum of the three.
+ */
+void puma_index_count_gets(struct inode *inode, unsigned int hits,
+			   unsigned int misses, unsigned int stale)
+{
+	struct puma_pool *pool;
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	pool = puma_pool_find(inode->i_sb, false);
+	if (pool) {
+		pool->stats[PUMA_FS_GETS] += hits + misses + stale;
+		pool->stats[PUMA_FS_HITS] += hits;
+		pool->stats[PUMA_FS_MISSES] += misses;
+		pool->stats[PUMA_FS_GET_STALE] += stale;
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_fs_show - the counters of each file system, for fs_stats
+ * @buf: a sysfs buffer of PAGE_SIZE bytes
+ *
+ * One line per pool, i.e. per mounted file system a page was put or
+ * marked from since it was mounted: s_id, MAJOR:MINOR, then name=value
+ * pairs.  Lines that do not fit in the page whole are left out.
+ *
+ * Return: the bytes written.
+ */
+ssize_t puma_index_fs_show(char *buf)
+{
+	struct puma_pool *pool;
+	unsigned long flags;
+	char line[384];
+	ssize_t n = 0;
+	int i, len;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	list_for_each_entry(pool, &puma_pools, node) {
+		len = scnprintf(line, sizeof(line), "%s %u:%u", pool->id,
+				MAJOR(pool->dev), MINOR(pool->dev));
+		for (i = 0; i < PUMA_FS_NR; i++)
+			len += scnprintf(line + len, sizeof(line) - len,
+					 " %s=%llu",
+					 puma_stat_names[puma_fs_stat_global[i]],
+					 pool->stats[i]);
+		len += scnprintf(line + len, sizeof(line) - len,
+				 " remote_pages=%lu\n", pool->remote);
+		if (n + len >= PAGE_SIZE)
+			break;
+		memcpy(buf + n, line, len);
+		n += len;
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+	return n;
 }
 
 /**
@@ -537,7 +649,7 @@ void puma_index_drop_peer(int peer)
 				continue;
 			xa_erase(&f->pages, idx);
 			puma_entry_del(f, xa_to_value(entry));
-			puma_count(PUMA_STAT_INVAL_PAGES);
+			puma_count_inval(f, 1);
 		}
 		f->peers &= ~BIT(peer);
 		f->seq++;

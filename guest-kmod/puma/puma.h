@@ -153,6 +153,9 @@ void puma_index_forget(struct inode *inode, pgoff_t index);
 void puma_index_inval(struct inode *inode, pgoff_t start, pgoff_t end);
 void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
 				unsigned long nr);
+void puma_index_count_gets(struct inode *inode, unsigned int hits,
+			   unsigned int misses, unsigned int stale);
+ssize_t puma_index_fs_show(char *buf);
 void puma_index_drop_sb(struct super_block *sb);
 void puma_index_drop_peer(int peer);
 void puma_index_drop_all(void);
