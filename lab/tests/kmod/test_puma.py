@@ -209,7 +209,11 @@ def test_borrower_hits_lender_no_disk_reads(lab, kernel, tmp_path):
     borrower.run('/mnt/host/pumactl peer del %s:%d'
                  % (lender.addrs[0].split('/')[0], PORT))
     assert stats(borrower)['remote_pages'] == 0
-    borrower.run('umount /mnt/data && rmmod puma')
+    # A file system's counters go away with it at unmount.
+    assert fs_stats(borrower, '/dev/vdb'), 'no counters for the data disk'
+    borrower.run('umount /mnt/data')
+    assert fs_stats(borrower, '/dev/vdb') == {}
+    borrower.run('rmmod puma')
     lender.run('rmmod puma')
     check_dmesg(borrower)
     check_dmesg(lender)
