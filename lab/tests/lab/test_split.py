@@ -5,10 +5,10 @@ A guest on host A runs memverify on a working set larger than the main
 host's limit; it is split-migrated to host B with its cold pages on a
 memory server on host C, keeps running while it pages, and must verify
 every page throughout and after.  Each test runs twice: through libvirt
-(``virsh migrate --split ...``) and straight over QMP; a driver whose
-stack lacks split support (probed: QEMU's x-split capability and
-x-query-split command, the memory server binary, virsh's --split options)
-is skipped with that reason.
+(``virsh migrate --split ...``) and straight over QMP.  A stack that
+lacks split support (probed: QEMU's x-split capability and x-query-split
+command, the memory server binary, virsh's --split options) fails them
+with that reason (``require``, lab/tests/conftest.py).
 """
 
 import re
@@ -28,11 +28,9 @@ PAGE = 4096
 
 
 @pytest.fixture(params=split.DRIVERS)
-def driver(request):
-    why = split.missing(request.param)
-    if why:
-        pytest.skip('split migration through %s unavailable: %s'
-                    % (request.param, why))
+def driver(request, require):
+    require('split migration through %s' % request.param,
+            split.missing(request.param))
     return request.param
 
 
@@ -301,15 +299,13 @@ def test_bad_parameters_leave_the_guest_alone(driver, lab):
     verified(g, pid)
 
 
-def test_zero_main_limit_is_refused(lab):
+def test_zero_main_limit_is_refused(lab, require):
     """virsh --split-main-limit 0 would leave nothing resident on B.
 
     (QEMU's x-split-main-limit 0 means "no limit"; libvirt's
     split.main-limit is the operator's limit and must not be 0.)
     """
-    why = split.missing('virsh')
-    if why:
-        pytest.skip('split migration through virsh unavailable: %s' % why)
+    require('split migration through virsh', split.missing('virsh'))
     a, b, c = split.make_hosts(lab, 'virsh', ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
     g = split.make_guest('virsh', lab, a, 'vm6', mem_mb=MEM_MB)
