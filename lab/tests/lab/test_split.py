@@ -234,17 +234,32 @@ def test_lost_server_pauses_then_resumes(driver, lab):
     verified(g, pid)
 
 
+def under_way(g, timeout=120):
+    """G's migration is active and has sent some RAM; its progress."""
+    deadline = time.monotonic() + timeout
+    st = g.migration_progress()
+    while st['status'] not in ('completed', 'failed', 'cancelled'):
+        if st['status'] == 'active' and st['ram_transferred'] > 0:
+            return st
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+        st = g.migration_progress()
+    raise AssertionError('migration of %s not active with RAM sent (within '
+                         '%ds): %s' % (g.name, timeout, st))
+
+
 @pytest.mark.parametrize('how', ['cancel', 'kill-destination'])
 def test_failed_migration_keeps_source(driver, lab, how):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
     g = split.make_guest(driver, lab, a, 'vm4', mem_mb=MEM_MB)
     pid = workload(g)
-    # Slow enough (16 MiB/s) to be caught in the middle.
+    # Slow enough (16 MiB/s) to stay in the middle once caught there.
     g.migrate_start(b, [srv], LIMIT, bandwidth=16)
-    time.sleep(3)
-    assert g.migration_status()['status'] not in ('none', 'completed',
-                                                  'failed', 'cancelled')
+    st = under_way(g)
+    print('caught under way: %s, %d bytes of RAM sent'
+          % (st['status'], st['ram_transferred']))
     if how == 'cancel':
         g.cancel()
     else:
