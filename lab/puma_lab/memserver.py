@@ -6,10 +6,14 @@ cold pages of split-migrated guests.  :class:`MemoryServer` starts it in a
 host's namespace, waits for its ``listening on`` line, stops it with
 SIGTERM (a clean exit is part of its contract) or kills it, and reads its
 counters with the protocol's STATS request
-(include/qemu/memory-server-proto.h).
+(include/qemu/memory-server-proto.h) or from the line it prints on
+SIGUSR1.  :func:`put` and :func:`get` store and fetch whole pages, as a
+client would, from inside a host's namespace.
 """
 
+import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -24,8 +28,9 @@ READY_TIMEOUT = 30
 MAGIC = 0x31534d50
 VERSION = 1
 PAGE_SIZE = 4096
-OP_HELLO, OP_STATS, OP_DROP, OP_BYE = 1, 5, 6, 7
+OP_HELLO, OP_PUT, OP_GET, OP_STATS, OP_DROP, OP_BYE = 1, 2, 3, 5, 6, 7
 HEADER = struct.Struct('<IHHII')
+BATCH = struct.Struct('<II')
 STATS_FIELDS = ('vm_pages', 'total_pages', 'limit_pages', 'puts', 'gets',
                 'discards', 'errors', 'connections')
 # The namespace the lab's STATS probe says hello with; dropped after.
@@ -35,10 +40,12 @@ PROBE_VM = 'puma-lab-stats-probe'
 class MemoryServer:
     """One ``qemu-memory-server`` process on HOST, port PORT."""
 
-    def __init__(self, host, port=7800, max_mb=2048, name=None):
+    def __init__(self, host, port=7800, max_mb=2048, name=None, also=()):
         self.host = host
         self.port = port
         self.max_mb = max_mb
+        # More HOST:PORT to listen on (--listen repeated).
+        self.also = tuple(also)
         self.name = name or 'memsrv-%s-%d' % (host.name, port)
         self.dir = host.lab.path(self.name)
         self.log = os.path.join(self.dir, 'memsrv.log')
@@ -55,25 +62,49 @@ class MemoryServer:
                 '%s:%d' % (self.host.addr, self.port),
                 '--max-memory', '%dM' % self.max_mb,
                 '--pidfile', self.pidfile]
+        for addr in self.also:
+            argv += ['--listen', addr]
         with open(self.log, 'w') as log:
             self.proc = subprocess.Popen(
                 ['ip', 'netns', 'exec', self.host.ns] + argv,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         self.host.lab.register(self, 'guest')
-        want = 'memory-server: listening on %s:%d' % (self.host.addr,
-                                                      self.port)
+        wants = ['memory-server: listening on %s' % a for a in
+                 ['%s:%d' % (self.host.addr, self.port)] + list(self.also)]
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise errors.LabError('%s exited with %d before listening: %s'
                                       % (self.name, self.proc.returncode,
                                          self.output()))
-            if want in self.output():
+            missing = [w for w in wants if w not in self.output()]
+            if not missing:
                 return self
             time.sleep(0.1)
         raise errors.LabError('%s: no %r within %ds: %s'
-                              % (self.name, want, READY_TIMEOUT,
+                              % (self.name, missing, READY_TIMEOUT,
                                  self.output()))
+
+    def listening(self):
+        """The HOST:PORT of each 'listening on' line, in order."""
+        return re.findall(r'^memory-server: listening on (\S+)$',
+                          self.output(), re.M)
+
+    def signal_stats(self, timeout=10):
+        """SIGUSR1; the counters of the stats line it prints, as a dict."""
+        pattern = re.compile(r'^memory-server: stats: (.*)$', re.M)
+        seen = len(pattern.findall(self.output()))
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = pattern.findall(self.output())
+            if len(lines) > seen:
+                return {k: int(v) for k, v in
+                        (f.split('=', 1) for f in lines[seen].split())}
+            time.sleep(0.1)
+        raise errors.LabError('%s printed no stats line within %ds of '
+                              'SIGUSR1: %s' % (self.name, timeout,
+                                               self.output()))
 
     def output(self):
         try:
@@ -148,31 +179,98 @@ def _recv(sock, n):
     return buf
 
 
-def stats(host, port, timeout=10):
-    """STATS from the server at HOST:PORT, from inside HOST's namespace.
-
-    The probe says hello with its own VM id, so ``total_pages`` is what
-    the server holds for real guests; its empty namespace is dropped.
-    """
-    script = ('import sys; sys.path.insert(0, %r); '
+def _in_ns(host, call, timeout):
+    """memserver.CALL run inside HOST's namespace; its JSON result."""
+    script = ('import json, sys; sys.path.insert(0, %r); '
               'from puma_lab import memserver; '
-              'print(memserver.local_stats(%r, %d, %r))'
-              % (os.path.dirname(os.path.dirname(__file__)), host.addr, port,
-                 float(timeout)))
+              'print(json.dumps(memserver.%s))'
+              % (os.path.dirname(os.path.dirname(__file__)), call))
     out = netns.run('python3', '-c', script, ns=host.ns, timeout=timeout + 5)
+    return json.loads(out)
+
+
+def stats(host, port, timeout=10, addr=None):
+    """STATS from the server at ADDR:PORT, from inside HOST's namespace.
+
+    ADDR defaults to the host's address.  The probe says hello with its
+    own VM id, so ``total_pages`` is what the server holds for real
+    guests; its empty namespace is dropped.
+    """
+    out = _in_ns(host, 'local_stats(%r, %d, %r)'
+                 % (addr or host.addr, port, float(timeout)), timeout)
     return dict(zip(STATS_FIELDS, (int(v) for v in out.split())))
+
+
+def put(host, addr, port, vm_id, fills, timeout=10):
+    """Store one page per key of FILLS, each page all FILLS[key] bytes."""
+    _in_ns(host, 'local_put(%r, %d, %r, %r, %r)'
+           % (addr, port, vm_id, dict(fills), float(timeout)), timeout)
+
+
+def get(host, addr, port, vm_id, keys, timeout=10):
+    """{key: the byte a fetched page is filled with, or None if absent}.
+
+    A page that is not one byte repeated is an error.
+    """
+    out = _in_ns(host, 'local_get(%r, %d, %r, %r, %r)'
+                 % (addr, port, vm_id, list(keys), float(timeout)), timeout)
+    return {int(k): v for k, v in out.items()}
+
+
+def _hello(sock, vm_id):
+    vm_id = vm_id.encode()
+    status, _ = _request(sock, OP_HELLO, 1,
+                         struct.pack('<HHI', VERSION, len(vm_id),
+                                     PAGE_SIZE) + vm_id)
+    if status:
+        raise errors.LabError('memory server refused HELLO: status %d'
+                              % status)
+
+
+def local_put(addr, port, vm_id, fills, timeout):
+    keys = sorted(int(k) for k in fills)
+    payload = (BATCH.pack(len(keys), 0) +
+               struct.pack('<%dQ' % len(keys), *keys) +
+               b''.join(bytes([fills[k]]) * PAGE_SIZE for k in keys))
+    with socket.create_connection((addr, port), timeout=timeout) as s:
+        _hello(s, vm_id)
+        status, _ = _request(s, OP_PUT, 2, payload)
+        if status:
+            raise errors.LabError('memory server refused PUT: status %d'
+                                  % status)
+        _request(s, OP_BYE, 3)
+
+
+def local_get(addr, port, vm_id, keys, timeout):
+    with socket.create_connection((addr, port), timeout=timeout) as s:
+        _hello(s, vm_id)
+        status, body = _request(s, OP_GET, 2,
+                                BATCH.pack(len(keys), 0) +
+                                struct.pack('<%dQ' % len(keys), *keys))
+        if status:
+            raise errors.LabError('memory server refused GET: status %d'
+                                  % status)
+        _request(s, OP_BYE, 3)
+    n, _ = BATCH.unpack(body[:BATCH.size])
+    present = body[BATCH.size:BATCH.size + n]
+    at = BATCH.size + (n + 7) // 8 * 8
+    found = {}
+    for key, here in zip(keys, present):
+        if not here:
+            found[key] = None
+            continue
+        page = body[at:at + PAGE_SIZE]
+        at += PAGE_SIZE
+        if page != bytes([page[0]]) * PAGE_SIZE:
+            raise errors.LabError('page %d is not what was put' % key)
+        found[key] = page[0]
+    return found
 
 
 def local_stats(addr, port, timeout):
     """STATS over a connection from this process's namespace."""
-    vm_id = PROBE_VM.encode()
     with socket.create_connection((addr, port), timeout=timeout) as s:
-        status, _ = _request(s, OP_HELLO, 1,
-                             struct.pack('<HHI', VERSION, len(vm_id),
-                                         PAGE_SIZE) + vm_id)
-        if status:
-            raise errors.LabError('memory server refused HELLO: status %d'
-                                  % status)
+        _hello(s, PROBE_VM)
         status, body = _request(s, OP_STATS, 2)
         if status:
             raise errors.LabError('memory server refused STATS: status %d'

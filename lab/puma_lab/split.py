@@ -155,8 +155,11 @@ class QmpGuest:
         self.migrate_start(dst_host, servers, limit, **kw)
         self.migrate_wait()
 
-    def migration_status(self):
-        return self.mig.poll()
+    def migration_progress(self):
+        """{'status': query-migrate's, 'ram_transferred': bytes sent}."""
+        info = self.mig.poll()
+        return {'status': info.get('status', 'none'),
+                'ram_transferred': info.get('ram', {}).get('transferred', 0)}
 
     def cancel(self):
         self.mig.cancel()
@@ -297,9 +300,20 @@ class VirshGuest:
         self.migrate_start(dst_host, servers, limit, **kw)
         self.migrate_wait()
 
-    def migration_status(self):
-        out = self.host.virsh('domjobinfo', self.name, check=False)
-        return {'status': 'active' if 'Unbounded' in out else 'none',
+    def migration_progress(self):
+        """{'status': 'active' while the job runs, 'ram_transferred'}.
+
+        From ``virsh domjobinfo --rawstats`` on the source: the job type
+        (2, VIR_DOMAIN_JOB_UNBOUNDED, while it runs) and
+        ``memory_processed``.
+        """
+        out = self.host.virsh('domjobinfo', '--rawstats', self.name,
+                              check=False)
+        fields = dict(line.split(': ', 1) for line in out.splitlines()
+                      if ': ' in line)
+        jobtype = fields.get('Job type', '0').strip()
+        return {'status': 'active' if jobtype == '2' else 'none',
+                'ram_transferred': int(fields.get('memory_processed', 0)),
                 'raw': out}
 
     def cancel(self):

@@ -128,15 +128,15 @@ PUMA_PORT = 7400
 PUMACTL = 'sh /mnt/host/pumactl'
 
 
-def puma_share(lab, kernel):
-    """The share with fstorture, puma.ko and pumactl, or a skip reason."""
+def puma_share(lab, kernel, require):
+    """The share with fstorture, puma.ko and pumactl."""
     share = lab.path('share')
     build_tool(share)
     built = kmod.build(paths.kernel(kernel), lab.path('build'))
     pumactl = os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl')
-    if not os.path.exists(pumactl):
-        pytest.skip('guest-kmod ships no tools/pumactl (cache lending '
-                    'is not there yet)')
+    require('cache lending\'s control tool',
+            None if os.path.exists(pumactl) else
+            '%s does not exist' % pumactl)
     shutil.copy(os.path.join(built, 'puma.ko'), share)
     shutil.copy(pumactl, share)
     return share
@@ -161,14 +161,14 @@ def puma_fs_stats(g, path):
 
 
 @pytest.mark.parametrize('kernel', paths.KERNELS)
-def test_fstorture_under_puma(lab, kernel):
+def test_fstorture_under_puma(lab, kernel, require):
     """No wrong block with a lender behind the page cache, both modes.
 
     Page-cache drops push the borrower's pages to the lender, reads after
     them are served from it; the -x hook removes the peer and adds it
     again while files change.
     """
-    share = puma_share(lab, kernel)
+    share = puma_share(lab, kernel, require)
     lender = vm.Guest(lab, 'lend', kernel=kernel, mem_mb=512, nics=1,
                       share=share).start()
     disk = vm.make_data_disk(lab.path('ext4.img'), 192)

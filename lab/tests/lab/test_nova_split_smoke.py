@@ -37,11 +37,9 @@ POSTCOPY = 1 << 15    # VIR_MIGRATE_POSTCOPY
 
 
 @pytest.fixture
-def stack():
-    why = split.missing('virsh') or nova_compute.missing()
-    if why:
-        pytest.skip('split migration through the Nova driver unavailable: '
-                    '%s' % why)
+def stack(require):
+    require('split migration through the Nova driver',
+            split.missing('virsh') or nova_compute.missing())
 
 
 def cloud_of(lab, source_options=None):

@@ -84,4 +84,17 @@ class MemoryPoolVisibilityTests(test.TestCase):
 
     def test_members_without_the_service_are_sent_away(self):
         res = self.client.get(INDEX_URL)
-        self.assertNotEqual(200, res.status_code)
+        # Horizon's middleware answers NotAuthorized of a logged-in user
+        # with its "not authorized" page and 403 (not a login redirect).
+        self.assertEqual(403, res.status_code)
+        self.assertTemplateUsed(res, 'not_authorized.html')
+
+
+class MemoryPoolNoServiceTests(test.BaseAdminViewTests):
+
+    def test_admins_without_the_service_are_sent_away(self):
+        # The admin dashboard lets admins in: the panel's own
+        # memory-pool permission is what refuses them here.
+        res = self.client.get(INDEX_URL)
+        self.assertEqual(403, res.status_code)
+        self.assertTemplateUsed(res, 'not_authorized.html')

@@ -163,3 +163,44 @@ class SourceSplitTest(test.NoDBTestCase):
             'timeout')
         self._migrate(_instance())
         self.assertIsInstance(self.seen['domain'], split.SplitDomain)
+
+class NovaFlagsTest(test.NoDBTestCase):
+    """The flags docs/nova-compute.md quotes for the lab's Nova smoke test.
+
+    Nova's own _parse_migration_flags, run on the Puma driver with the
+    options the lab gives the source, then what SplitDomain hands libvirt.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        self.drv = driver.PumaLibvirtDriver.__new__(driver.PumaLibvirtDriver)
+        self.drv._puma_local = threading.local()
+
+    def _split_flags(self):
+        calls = []
+
+        class Domain(object):
+            def name(self):
+                return 'vm1'
+
+            def migrateToURI3(self, uri, params, flags):
+                calls.append(flags)
+
+        dom = split.SplitDomain(Domain(), {'split.main-limit': 1})
+        dom.migrateToURI3('qemu+tcp://b/system', params={},
+                          flags=self.drv._live_migration_flags)
+        return calls[0]
+
+    def test_defaults(self):
+        self.drv._parse_migration_flags()
+        # live, peer-to-peer, persist on the destination, undefine source
+        self.assertEqual(0x1b, self.drv._live_migration_flags)
+        self.assertEqual(0x1b | split.VIR_MIGRATE_SPLIT, self._split_flags())
+
+    def test_post_copy_permitted(self):
+        self.flags(live_migration_permit_post_copy=True, group='libvirt')
+        self.drv._parse_migration_flags()
+        self.assertEqual(0x801b, self.drv._live_migration_flags)
+        # The split leaves post-copy out.
+        self.assertEqual(0x1b | split.VIR_MIGRATE_SPLIT, self._split_flags())

@@ -84,6 +84,29 @@ class SplitRefusalTest(test.NoDBTestCase):
                                  'hw:cpu_policy': 'dedicated'}),
                       'pinned CPUs')
 
+    def test_mixed_pinning(self):
+        # Some vCPUs pinned, the others floating: still pinned CPUs.
+        self._refused(_instance({'puma:split': 'allowed',
+                                 'hw:cpu_policy': 'mixed',
+                                 'hw:cpu_dedicated_mask': '^0'}),
+                      'pinned CPUs')
+
+    def test_pinning_image(self):
+        self._refused(_instance({'puma:split': 'allowed'},
+                                image_props={'hw_cpu_policy': 'dedicated'}),
+                      'pinned CPUs')
+
+    def test_realtime(self):
+        for value in ('yes', 'true', 'True', '1'):
+            self._refused(_instance({'puma:split': 'allowed',
+                                     'hw:cpu_realtime': value}),
+                          'realtime instances cannot be split')
+
+    def test_realtime_off_accepted(self):
+        for value in ('no', 'false', '0'):
+            split.check_splittable(_instance({'puma:split': 'allowed',
+                                              'hw:cpu_realtime': value}))
+
     def test_shared_cpus_accepted(self):
         split.check_splittable(_instance({'puma:split': 'allowed',
                                           'hw:cpu_policy': 'shared'}))
