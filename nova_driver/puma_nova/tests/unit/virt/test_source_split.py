@@ -164,6 +164,7 @@ class SourceSplitTest(test.NoDBTestCase):
         self._migrate(_instance())
         self.assertIsInstance(self.seen['domain'], split.SplitDomain)
 
+
 class NovaFlagsTest(test.NoDBTestCase):
     """The flags docs/nova-compute.md quotes for the lab's Nova smoke test.
 
