@@ -109,6 +109,11 @@ SOURCE_OPTIONS = {
     'post-copy-permitted': {'libvirt.live_migration_permit_post_copy': True},
 }
 
+# The flags Nova computes for each (docs/nova-compute.md quotes them):
+# VIR_MIGRATE_LIVE | PEER2PEER | PERSIST_DEST | UNDEFINE_SOURCE, and
+# VIR_MIGRATE_POSTCOPY when post-copy is permitted.
+NOVA_FLAGS = {'defaults': 0x1b, 'post-copy-permitted': 0x801b}
+
 
 @pytest.mark.parametrize('source', sorted(SOURCE_OPTIONS))
 def test_driver_split_migration(stack, lab, source):
@@ -131,6 +136,7 @@ def test_driver_split_migration(stack, lab, source):
 
     flags = cloud.call('a', 'migrate', instance=inst, migration=mig)
     # Nova's own flags for this source; the driver leaves post-copy out.
+    assert flags['flags'] == NOVA_FLAGS[source], hex(flags['flags'])
     assert bool(flags['flags'] & POSTCOPY) == (source != 'defaults')
     assert cloud.ledger.entries[inst['uuid']]['state'] == 'running'
     g.host = b
