@@ -201,13 +201,13 @@ configure_qemu()
 		return 1
 	ninja -C build -j"$(nproc)" && ninja -C build install || return 1
 	# Debian's source drops prebuilt firmware: build the x86 option ROMs
-	# (-kernel boot, vapic) as Debian does, and use Debian's SeaBIOS/iPXE.
+	# (-kernel boot, vapic) as Debian does, and use Debian's SeaBIOS and
+	# iPXE ROMs, all of them as qemu-system-data does (QEMU's qtests boot
+	# q35 with its default e1000e NIC, for example).
 	env -u ELF_PACKAGE_METADATA make -C build/pc-bios/optionrom || return 1
 	install -m0644 -t "$prefix/share/qemu" build/pc-bios/optionrom/*.bin
-	ln -sf /usr/share/seabios/bios-256k.bin /usr/share/seabios/bios.bin \
+	ln -sf /usr/share/seabios/*.bin /usr/lib/ipxe/qemu/efi-*.rom \
 		"$prefix/share/qemu/"
-	ln -sf /usr/lib/ipxe/qemu/efi-virtio.rom "$prefix/share/qemu/"
-	ln -sf /usr/share/seabios/vgabios-stdvga.bin "$prefix/share/qemu/"
 }
 
 configure_libvirt()
