@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+"""QEMU's own tests, run on the patched build the lab uses.
+
+Our QEMU series brings its tests (the memory server's unit tests, a
+replay of its fuzz corpus, the split-migration qtests) and must not break
+QEMU's existing migration qtests.  Both run here on the build in the
+cache, so a series that loses a feature or breaks upstream migration turns
+the ``patches`` env red.
+
+QEMU's qtests use KVM when ``/dev/kvm`` can be opened; on these machines it
+is a paravirtual kind that cannot run their guests, so the qtests run in a
+private mount namespace with ``/dev/null`` over ``/dev/kvm`` (libqtest then
+chooses TCG).  migration-test is started directly rather than through
+``meson test``, because meson would add ``--full`` (meant for KVM hosts)
+when ``/dev/kvm`` existed at configure time; every qtest it is asked
+for must run and pass, none skipped.
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from puma_lab import paths
+
+# The memory server's tests (tests/unit of our series).
+MEMORY_SERVER_UNIT_TESTS = ('test-memory-server-frame',
+                            'test-memory-server-store',
+                            'test-memory-server-session',
+                            'test-memory-server-daemon',
+                            'test-memory-server-fuzz')
+
+# What the split series adds to migration-test; every one must run.
+SPLIT_QTESTS = ('/x86_64/migration/split/options',
+                '/x86_64/migration/split/tcp',
+                '/x86_64/migration/split/again/split',
+                '/x86_64/migration/split/again/plain')
+
+# Upstream's migration qtests on the paths our series changes: precopy
+# over TCP, post-copy (userfaultfd, as our pager) with its recovery, and
+# multifd channels, plus the analyze-migration script's stream check.
+# Each costs about 35 s under TCG on two cores, so the run takes these
+# out of the 13 of migration-test's quick set (about 10 minutes for all;
+# run the binary without -p for the whole set).
+UPSTREAM_QTESTS = ('/x86_64/migration/analyze-script',
+                   '/x86_64/migration/precopy/tcp/plain',
+                   '/x86_64/migration/postcopy/plain',
+                   '/x86_64/migration/postcopy/recovery/plain',
+                   '/x86_64/migration/multifd/tcp/uri/plain/none')
+
+TAP_RESULT = re.compile(r'^(not ok|ok) \d+ (\S+)(.*)$', re.M)
+
+
+def qemu_build():
+    """QEMU's meson build directory of the cache (or $PUMA_QEMU_BUILD)."""
+    build = os.environ.get('PUMA_QEMU_BUILD') or os.path.join(
+        paths.built('qemu'), 'src', 'build')
+    assert os.path.isfile(os.path.join(build, 'build.ninja')), \
+        'no QEMU build directory at %s (run lab/setup stack)' % build
+    return build
+
+
+def without_kvm(argv):
+    """ARGV run in a mount namespace whose /dev/kvm is /dev/null."""
+    if not os.path.exists('/dev/kvm'):
+        return argv
+    return ['unshare', '--mount', '--propagation', 'private', '--',
+            'sh', '-c', 'mount --bind /dev/null /dev/kvm && exec "$@"',
+            'sh'] + list(argv)
+
+
+def tap_results(out):
+    """{test path: (ok, directive)} of a TAP stream."""
+    return {m.group(2): (m.group(1) == 'ok', m.group(3).strip())
+            for m in TAP_RESULT.finditer(out)}
+
+
+def test_kvm_is_hidden():
+    """The namespace trick works: QEMU cannot open KVM inside it."""
+    p = subprocess.run(without_kvm(['sh', '-c', 'head -c1 /dev/kvm | wc -c']),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == '0', p.stdout
+
+
+@pytest.mark.parametrize('name', MEMORY_SERVER_UNIT_TESTS)
+def test_memory_server_unit(name):
+    build = qemu_build()
+    p = subprocess.run(['meson', 'test', '-C', build, '--no-rebuild',
+                        '--print-errorlogs', name],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert re.search(r'^\s*1/1 qemu:unit / %s +OK' % re.escape(name),
+                     p.stdout, re.M), p.stdout
+
+
+@pytest.fixture(scope='module')
+def migration_qtests():
+    """One run of migration-test (the qtests named above), with the server.
+
+    The qtests start the installed QEMU of the build (its prefix has the
+    firmware; the build directory has none of Debian's).
+    """
+    build = qemu_build()
+    binary = os.path.join(build, 'tests', 'qtest', 'migration-test')
+    assert os.access(binary, os.X_OK), 'migration-test not built: ' + binary
+    server = paths.memory_server()
+    assert os.access(server, os.X_OK), 'memory server not built: ' + server
+    env = dict(os.environ,
+               QTEST_QEMU_BINARY=paths.qemu_binary(),
+               QTEST_QEMU_IMG=paths.qemu_img(),
+               QTEST_MEMORY_SERVER=server,
+               PYTHON='/usr/bin/python3')
+    argv = [binary, '--tap', '-k']
+    for path in SPLIT_QTESTS + UPSTREAM_QTESTS:
+        argv += ['-p', path]
+    p = subprocess.run(without_kvm(argv), cwd=build, env=env,
+                       capture_output=True, text=True, timeout=1800)
+    print(p.stdout)
+    return p
+
+
+def test_migration_qtests_pass(migration_qtests):
+    p = migration_qtests
+    log = p.stdout[-6000:] + p.stderr[-3000:]
+    assert p.returncode == 0, log
+    failed = [t for t, (ok, _) in tap_results(p.stdout).items() if not ok]
+    assert not failed, 'failed: %s\n%s' % (failed, log)
+
+
+@pytest.mark.parametrize('path', SPLIT_QTESTS + UPSTREAM_QTESTS)
+def test_migration_qtest_ran(migration_qtests, path):
+    """Each named qtest ran and passed: none skipped, none missing."""
+    results = tap_results(migration_qtests.stdout)
+    assert path in results, 'did not run: %s\n%s' % (
+        path, migration_qtests.stdout[-4000:])
+    ok, directive = results[path]
+    assert ok, '%s failed' % path
+    assert 'SKIP' not in directive.upper(), '%s %s' % (path, directive)
