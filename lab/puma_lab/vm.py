@@ -66,7 +66,7 @@ class Guest:
 
     def __init__(self, lab, name, kernel='6.1', mem_mb=512, vcpus=1,
                  disks=(), nics=0, share=None, cpu='max', append='',
-                 extra_args=(), ns=None, events=False):
+                 extra_args=(), ns=None, events=False, share_readonly=False):
         self.lab = lab
         # The namespace QEMU runs in: the lab's, or an emulated host's.
         self.ns = ns or lab.ns
@@ -79,6 +79,7 @@ class Guest:
         self.disks = list(disks)
         self.nics = nics
         self.share = share
+        self.share_readonly = share_readonly
         self.cpu = cpu
         self.append = append
         self.extra_args = list(extra_args)
@@ -128,8 +129,9 @@ class Guest:
                      % (n, self.lab.guest_mac(self.index, n))]
             cmdline.append('puma.net=eth%d,%s' % (n, addr))
         if self.share:
-            argv += ['-fsdev', 'local,id=fs0,path=%s,security_model=none'
-                     % self.share,
+            argv += ['-fsdev', 'local,id=fs0,path=%s,security_model=none%s'
+                     % (self.share,
+                        ',readonly=on' if self.share_readonly else ''),
                      '-device', 'virtio-9p-pci,fsdev=fs0,mount_tag=host']
             cmdline.append('puma.share=host')
         if self.events:

@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Kernel hosts: lab guests that are real KVM hosts.
+
+A kernel host is an L1 guest under TCG with ``-cpu max`` (SVM and nested
+paging) running the lab's stock Debian 6.12 kernel.  It loads Debian's
+``kvm_amd`` and runs L2 guests under KVM with the lab's QEMU build, so the
+host-kernel side of a feature (KVM, KSM, the host page cache) runs for
+real on a machine without usable hardware KVM.
+
+The host's root is shared read-only into the kernel host (9p, mounted on
+``/mnt/host``); L2 QEMUs run chrooted there, with the kernel host's own
+``/dev``, ``/proc``, ``/sys`` and a tmpfs mounted over the share, so they
+use the host's libraries, firmware and the lab's cache exactly as the lab's
+L1 QEMUs do.  Nothing of the host can be written from the kernel host.
+"""
+
+import shlex
+import time
+
+from puma_lab import errors
+from puma_lab import paths
+from puma_lab import vm
+
+SHARE = '/mnt/host'
+# Where the L2 guests' files live: a tmpfs of the kernel host, seen as
+# /run/puma-l2 inside the chroot.
+L2_DIR = '/run/puma-l2'
+L2_BOOT_TIMEOUT = 300
+
+
+class KernelHost(vm.Guest):
+    """An L1 guest under TCG that runs KVM (stock kvm_amd)."""
+
+    def __init__(self, lab, name, mem_mb=1536, vcpus=2, **kwargs):
+        super().__init__(lab, name, kernel='6.12', mem_mb=mem_mb,
+                         vcpus=vcpus, cpu='max', share='/',
+                         share_readonly=True, **kwargs)
+        self.kvm_ready = False
+
+    def sh(self, script, timeout=120, check=True):
+        return self.run('sh -c %s' % shlex.quote(script), timeout=timeout,
+                        check=check)
+
+    def load_kvm(self):
+        """Load Debian's kvm_amd from the lab's 6.12 module tree."""
+        root = SHARE + paths.kernel('6.12').root
+        self.sh('modprobe -d %s kvm_amd' % shlex.quote(root))
+        log = self.run('dmesg').out
+        if 'Nested Paging enabled' not in log or \
+                self.run('test -c /dev/kvm', check=False).rc != 0:
+            raise errors.LabError('kernel host %s: kvm_amd loaded without '
+                                  'nested paging or /dev/kvm:\n%s'
+                                  % (self.name, log[-2000:]))
+        # The chroot the L2 QEMUs run in: the host's root, read-only, with
+        # this guest's devices, proc, sys and a tmpfs over it.
+        self.sh('set -e; r=%s; mount -t tmpfs tmpfs $r/run; '
+                'mkdir -p $r%s; mount -t tmpfs tmpfs $r/tmp; '
+                'mount --rbind /dev $r/dev; mount -t proc proc $r/proc; '
+                'mount -t sysfs sysfs $r/sys' % (SHARE, L2_DIR))
+        self.kvm_ready = True
+        return self
+
+    def kvm_stat(self, name):
+        """One of KVM's own counters (debugfs), summed over its VMs."""
+        self.sh('mountpoint -q /sys/kernel/debug || '
+                'mount -t debugfs debugfs /sys/kernel/debug')
+        return int(self.run('cat /sys/kernel/debug/kvm/%s' % name).out)
+
+    def chroot(self, command, timeout=120, check=True):
+        """COMMAND in the host-root chroot (where L2 QEMUs run)."""
+        return self.sh('chroot %s sh -c %s' % (SHARE, shlex.quote(command)),
+                       timeout=timeout, check=check)
+
+
+class NestedGuest:
+    """An L2 guest: the lab's QEMU under KVM inside a kernel host.
+
+    It boots a stock lab guest kernel with the lab's initramfs and root
+    image (the same as an L1 guest's), its console in a file of the kernel
+    host.
+    """
+
+    def __init__(self, host, name, kernel='6.1', mem_mb=256, vcpus=1,
+                 append=''):
+        if not host.kvm_ready:
+            raise errors.LabError('kernel host %s: load_kvm() first'
+                                  % host.name)
+        self.host = host
+        self.name = name
+        self.kernel = paths.kernel(kernel)
+        self.mem_mb = mem_mb
+        self.vcpus = vcpus
+        self.append = append
+        self.console_log = '%s/%s.console' % (L2_DIR, name)
+        self.pidfile = '%s/%s.pid' % (L2_DIR, name)
+        self.qga_path = '%s/%s.qga' % (L2_DIR, name)
+
+    def argv(self):
+        cmdline = ['console=ttyS0', 'loglevel=7', 'no_timer_check',
+                   'puma.root=/dev/vda', 'puma.hostname=%s' % self.name]
+        if self.append:
+            cmdline.append(self.append)
+        return [paths.qemu_binary(), '-name', self.name,
+                '-machine', 'q35', '-accel', 'kvm', '-cpu', 'host',
+                '-smp', str(self.vcpus), '-m', str(self.mem_mb),
+                '-nodefaults', '-display', 'none', '-no-user-config',
+                '-kernel', self.kernel.vmlinuz,
+                '-initrd', self.kernel.initrd,
+                '-serial', 'file:' + self.console_log,
+                # The lab's init wants its agent port; the agent answers
+                # on a socket of the kernel host.
+                '-chardev', 'socket,id=qga0,path=%s,server=on,wait=off'
+                % self.qga_path,
+                '-device', 'virtio-serial-pci,id=vser0',
+                '-device', 'virtserialport,chardev=qga0,'
+                           'name=org.qemu.guest_agent.0',
+                # Not cache=none as in L1: O_DIRECT fails on the 9p share.
+                '-drive', 'file=%s,format=raw,if=none,id=d0,readonly=on'
+                % paths.root_image(),
+                '-device', 'virtio-blk-pci,drive=d0',
+                '-daemonize', '-pidfile', self.pidfile,
+                '-append', ' '.join(cmdline)]
+
+    def start(self):
+        self.started = time.monotonic()
+        p = self.host.chroot(' '.join(shlex.quote(a) for a in self.argv()),
+                             check=False)
+        if p.rc != 0:
+            raise errors.LabError('L2 guest %s in %s did not start: %s%s'
+                                  % (self.name, self.host.name, p.out,
+                                     p.err))
+        return self
+
+    def console(self):
+        return self.host.chroot('cat %s' % self.console_log,
+                                check=False).out
+
+    def wait_booted(self, timeout=L2_BOOT_TIMEOUT):
+        """Wait for the lab init's ready line on the L2 console."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if 'puma-guest: ready' in self.console():
+                self.boot_s = time.monotonic() - self.started
+                return self
+            if self.host.chroot('kill -0 "$(cat %s)"' % self.pidfile,
+                                check=False).rc != 0:
+                raise errors.LabError('L2 guest %s exited:\n%s'
+                                      % (self.name, self.console()[-2000:]))
+            time.sleep(1)
+        raise errors.LabError('L2 guest %s did not boot in %ds:\n%s'
+                              % (self.name, timeout,
+                                 self.console()[-2000:]))
+
+    def stop(self):
+        self.host.chroot('kill "$(cat %s)" 2>/dev/null; true' % self.pidfile)
