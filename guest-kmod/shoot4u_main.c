@@ -25,7 +25,12 @@
  * not being answered until its walk is over; a hypercall flush does not
  * wait for the walker.  Those flushes are counted as "ipi_freed_tables".
  *
- * Statistics (/sys/kernel/shoot4u/): hypercalls, targets, ipi_freed_tables.
+ * A hypercall the hypervisor refuses leaves that flush to the native IPIs,
+ * for the whole mask (CPUs a successful hypercall flushed are flushed
+ * twice, which is harmless): a refusal never leaves a stale TLB entry.
+ *
+ * Statistics (/sys/kernel/shoot4u/): hypercalls, targets, ipi_freed_tables,
+ * hypercall_errors, ipi_fallbacks.
  *
  * Implementation: s4u_ops (the ftrace hook), per-CPU counters s4u_stats.
  */
@@ -56,6 +61,7 @@ struct s4u_stats {
 	u64 targets;		/* remote CPUs flushed by hypercall */
 	u64 ipi_freed_tables;	/* flushes left to IPIs: page tables freed */
 	u64 hypercall_errors;	/* hypercalls the hypervisor refused */
+	u64 ipi_fallbacks;	/* flushes sent by IPI after such a refusal */
 };
 
 static DEFINE_PER_CPU(struct s4u_stats, s4u_stats);
@@ -71,15 +77,38 @@ MODULE_PARM_DESC(fault_skip_remote,
 		 "Test only: drop remote TLB flushes to prove the checkers see it (default: off)");
 
 /*
- * Flush the TLBs of the CPUs in @mask except this one, by hypercall.
- * Caller has preemption disabled (as flush_tlb_multi()'s callers do).
+ * Fault injection for the lab's fallback test: every hypercall uses a
+ * number no hypervisor defines, so the hypervisor refuses it (-KVM_ENOSYS)
+ * and the flush must go out by IPI instead.
  */
-static void s4u_flush_remote(const struct cpumask *mask,
+static bool fault_hypercall_error;
+module_param(fault_hypercall_error, bool, 0444);
+MODULE_PARM_DESC(fault_hypercall_error,
+		 "Test only: make every hypercall fail to prove the IPI fallback (default: off)");
+#define S4U_HC_UNDEFINED	0x53ff
+
+static long s4u_hypercall(unsigned long bitmap, u32 base,
+			  const struct s4u_flush_info *info)
+{
+	return kvm_hypercall4(fault_hypercall_error ? S4U_HC_UNDEFINED :
+			      KVM_HC_SHOOT4U, bitmap, base, info->start,
+			      info->end);
+}
+
+/*
+ * Flush the TLBs of the CPUs in @mask except this one, by hypercall.
+ * Returns false if the hypervisor refused any of the hypercalls: some
+ * remote CPUs may then not be flushed, and the caller must flush them all
+ * by IPI.  Caller has preemption disabled (as flush_tlb_multi()'s callers
+ * do).
+ */
+static bool s4u_flush_remote(const struct cpumask *mask,
 			     const struct s4u_flush_info *info, int self)
 {
 	struct s4u_stats *st = this_cpu_ptr(&s4u_stats);
 	unsigned long bitmap = 0;
 	u32 base = 0, apic;
+	bool ok = true;
 	long ret;
 	int cpu;
 
@@ -88,11 +117,12 @@ static void s4u_flush_remote(const struct cpumask *mask,
 			continue;
 		apic = cpu_physical_id(cpu);
 		if (bitmap && (apic < base || apic >= base + S4U_BITMAP_BITS)) {
-			ret = kvm_hypercall4(KVM_HC_SHOOT4U, bitmap, base,
-					     info->start, info->end);
+			ret = s4u_hypercall(bitmap, base, info);
 			st->hypercalls++;
-			if (ret)
+			if (ret) {
 				st->hypercall_errors++;
+				ok = false;
+			}
 			bitmap = 0;
 		}
 		if (!bitmap)
@@ -101,12 +131,14 @@ static void s4u_flush_remote(const struct cpumask *mask,
 		st->targets++;
 	}
 	if (bitmap) {
-		ret = kvm_hypercall4(KVM_HC_SHOOT4U, bitmap, base,
-				     info->start, info->end);
+		ret = s4u_hypercall(bitmap, base, info);
 		st->hypercalls++;
-		if (ret)
+		if (ret) {
 			st->hypercall_errors++;
+			ok = false;
+		}
 	}
+	return ok;
 }
 
 static void notrace s4u_flush_tlb_multi(unsigned long ip,
@@ -124,8 +156,11 @@ static void notrace s4u_flush_tlb_multi(unsigned long ip,
 		this_cpu_inc(s4u_stats.ipi_freed_tables);
 		return;
 	}
-	if (!fault_skip_remote)
-		s4u_flush_remote(mask, info, self);
+	if (!fault_skip_remote && !s4u_flush_remote(mask, info, self)) {
+		/* Refused: native_flush_tlb_multi() flushes the whole mask. */
+		this_cpu_inc(s4u_stats.ipi_fallbacks);
+		return;
+	}
 	/* Leave only the local flush to native_flush_tlb_multi(). */
 	regs->di = (unsigned long)(cpumask_test_cpu(self, mask) ?
 				   cpumask_of(self) : cpu_none_mask);
@@ -159,12 +194,14 @@ S4U_STAT_ATTR(hypercalls);
 S4U_STAT_ATTR(targets);
 S4U_STAT_ATTR(ipi_freed_tables);
 S4U_STAT_ATTR(hypercall_errors);
+S4U_STAT_ATTR(ipi_fallbacks);
 
 static struct attribute *s4u_attrs[] = {
 	&hypercalls_attr.attr,
 	&targets_attr.attr,
 	&ipi_freed_tables_attr.attr,
 	&hypercall_errors_attr.attr,
+	&ipi_fallbacks_attr.attr,
 	NULL,
 };
 

@@ -204,3 +204,25 @@ def test_checker_sees_dropped_flushes(lab):
     g.run('rmmod shoot4u')
     assert res.rc == 2, res
     assert 'violations=0' not in res.out
+
+
+def test_failed_hypercalls_fall_back_to_ipis(lab):
+    """A hypercall the hypervisor refuses leaves that flush to IPIs.
+
+    Fault injection makes every hypercall use a number no hypervisor
+    defines, so QEMU answers -KVM_ENOSYS; the module must then let the
+    native code send the IPIs, and tlbstorm must see no stale entry.
+    """
+    g = boot(lab, '6.12', cpu='max,kvm-shoot4u=on')
+    g.run('insmod /mnt/host/shoot4u.ko fault_hypercall_error=1')
+    ipis = g.tlb_ipis()
+    res = g.run('tlbstorm -m mprotect -n 200', timeout=600, check=False)
+    stats = module_stats(g)
+    ipis = g.tlb_ipis() - ipis
+    g.run('rmmod shoot4u')
+    print('tlbstorm:', res.out.strip(), 'stats:', stats, 'TLB IPIs:', ipis)
+    assert stats['hypercalls'] > 0, stats
+    assert stats['hypercall_errors'] == stats['hypercalls'], stats
+    assert stats['ipi_fallbacks'] > 0, stats
+    assert ipis > 0
+    assert res.rc == 0 and 'violations=0' in res.out, res
