@@ -40,6 +40,7 @@
 #include <crypto/hash.h>
 #include <linux/highmem.h>
 #include <linux/in.h>
+#include <linux/delay.h>
 #include <linux/inet.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
@@ -58,6 +59,16 @@ static unsigned int put_buffers = 1024;
 module_param(put_buffers, uint, 0444);
 MODULE_PARM_DESC(put_buffers,
 		 "Pages of preallocated buffers for puts in flight (1024)");
+
+/*
+ * Fault injection for the lab: widen the window between a connection's
+ * end and the failing of the gets it leaves pending, so that the tests
+ * can make those gets time out meanwhile (test_puma_hostile.py).
+ */
+static unsigned int fault_down_delay_ms;
+module_param(fault_down_delay_ms, uint, 0644);
+MODULE_PARM_DESC(fault_down_delay_ms,
+		 "Test only: sleep this long before failing each get pending at a disconnection (0)");
 
 #define PUMA_TXQ_EXTRA		1024	/* queued besides puts */
 #define PUMA_MSG_TIMEOUT	(10 * HZ)	/* a started message */
@@ -952,6 +963,8 @@ static void puma_peer_down(struct puma_peer *p, int reason)
 	list_for_each_entry_safe(b, btmp, &txq, node)
 		puma_txbuf_free(b);
 	list_for_each_entry_safe(req, rtmp, &gets, node) {
+		if (READ_ONCE(fault_down_delay_ms))
+			msleep(READ_ONCE(fault_down_delay_ms));
 		list_del_init(&req->node);
 		req->error = -ECONNRESET;
 		complete(&req->done);
