@@ -597,7 +597,10 @@ int puma_peer_get(int id, struct puma_get_req *req)
 			ret = -ETIMEDOUT;
 			goto out_put;
 		}
-		/* The receiver owns it now and completes it shortly. */
+		/*
+		 * The receiver (an answer) or puma_peer_down() (the end of
+		 * the connection) took it and completes it shortly.
+		 */
 		wait_for_completion(&req->done);
 	}
 	puma_rtt_sample(ktime_to_ns(ktime_sub(ktime_get(), t0)));
@@ -937,14 +940,45 @@ static void puma_sock_setup(struct socket *sock)
 	tcp_sock_set_keepcnt(sk, 3);
 }
 
+/*
+ * Fail the first get still waiting on @p's connection, which is over.
+ * It is taken off p->gets and completed under p->lock, the lock a get
+ * that times out takes to look at its own node: that get finds itself
+ * either still listed (it gives up, and is never touched again here) or
+ * taken (it waits for this completion), so a request is never used after
+ * its reader returned.  Return: true if there was one.
+ */
+static bool puma_fail_get(struct puma_peer *p)
+{
+	unsigned int delay = READ_ONCE(fault_down_delay_ms);
+	struct puma_get_req *req;
+	unsigned long flags;
+
+	if (delay) {
+		spin_lock_irqsave(&p->lock, flags);
+		if (list_empty(&p->gets))
+			delay = 0;
+		spin_unlock_irqrestore(&p->lock, flags);
+		if (delay)
+			msleep(delay);
+	}
+	spin_lock_irqsave(&p->lock, flags);
+	req = list_first_entry_or_null(&p->gets, struct puma_get_req, node);
+	if (req) {
+		list_del_init(&req->node);
+		req->error = -ECONNRESET;
+		complete(&req->done);
+	}
+	spin_unlock_irqrestore(&p->lock, flags);
+	return req;
+}
+
 /* The connection is over: nothing of it survives. */
 static void puma_peer_down(struct puma_peer *p, int reason)
 {
-	struct puma_get_req *req, *rtmp;
 	struct puma_txbuf *b, *btmp;
 	unsigned long flags;
 	LIST_HEAD(txq);
-	LIST_HEAD(gets);
 	bool was_ready;
 
 	spin_lock_irqsave(&p->lock, flags);
@@ -952,7 +986,6 @@ static void puma_peer_down(struct puma_peer *p, int reason)
 	p->state = PUMA_PEER_DOWN;
 	list_splice_init(&p->txq, &txq);
 	p->txq_len = 0;
-	list_splice_init(&p->gets, &gets);
 	spin_unlock_irqrestore(&p->lock, flags);
 
 	puma_shutdown(p);
@@ -962,13 +995,8 @@ static void puma_peer_down(struct puma_peer *p, int reason)
 	mutex_unlock(&p->tx_mutex);
 	list_for_each_entry_safe(b, btmp, &txq, node)
 		puma_txbuf_free(b);
-	list_for_each_entry_safe(req, rtmp, &gets, node) {
-		if (READ_ONCE(fault_down_delay_ms))
-			msleep(READ_ONCE(fault_down_delay_ms));
-		list_del_init(&req->node);
-		req->error = -ECONNRESET;
-		complete(&req->done);
-	}
+	while (puma_fail_get(p))
+		;
 	if (p->lender_side) {
 		if (p->sess)
 			puma_store_sess_free(p->sess);
