@@ -70,6 +70,16 @@ module_param(fault_down_delay_ms, uint, 0644);
 MODULE_PARM_DESC(fault_down_delay_ms,
 		 "Test only: sleep this long before failing each get pending at a disconnection (0)");
 
+/*
+ * Fault injection for the lab: the next INVAL the send worker takes is
+ * not sent; after this long it fails as a send error would, and the
+ * worker waits as long again before shutting the connection down.
+ */
+static unsigned int fault_inval_error_ms;
+module_param(fault_inval_error_ms, uint, 0644);
+MODULE_PARM_DESC(fault_inval_error_ms,
+		 "Test only: fail the next INVAL send after this long, shut down as long after (0)");
+
 #define PUMA_TXQ_EXTRA		1024	/* queued besides puts */
 #define PUMA_MSG_TIMEOUT	(10 * HZ)	/* a started message */
 #define PUMA_RECONNECT		HZ
@@ -449,10 +459,27 @@ static void puma_shutdown(struct puma_peer *p)
 	mutex_unlock(&p->sock_mutex);
 }
 
+/* fault_inval_error_ms: fail the INVAL @b?  Return: the delay, or 0. */
+static unsigned int puma_fault_inval(struct puma_peer *p,
+				     const struct puma_txbuf *b)
+{
+	unsigned int ms;
+
+	if (b->type != PUMA_MSG_INVAL || !READ_ONCE(fault_inval_error_ms))
+		return 0;
+	ms = xchg(&fault_inval_error_ms, 0);
+	if (ms) {
+		msleep(ms);
+		pr_info("peer %s: test: INVAL send failed\n", p->name);
+	}
+	return ms;
+}
+
 static void puma_tx_work(struct work_struct *work)
 {
 	struct puma_peer *p = container_of(work, struct puma_peer, tx_work);
 	unsigned int noio = memalloc_noio_save();
+	unsigned int fault = 0;
 	int ret = 0;
 
 	mutex_lock(&p->tx_mutex);
@@ -477,8 +504,12 @@ static void puma_tx_work(struct work_struct *work)
 		if (!n)
 			break;
 		b = list_first_entry(&items, struct puma_txbuf, node);
+		if (!ret)
+			fault = puma_fault_inval(p, b);
 		if (ret) {
 			/* The connection is failing: drop the rest. */
+		} else if (fault) {
+			ret = -EIO;
 		} else if (b->type == PUMA_MSG_PUT) {
 			ret = puma_send_puts(p, &items, n);
 		} else {
@@ -492,8 +523,11 @@ static void puma_tx_work(struct work_struct *work)
 			puma_txbuf_free(b);
 	}
 	mutex_unlock(&p->tx_mutex);
-	if (ret)
+	if (ret) {
+		if (fault)
+			msleep(fault);
 		puma_shutdown(p);
+	}
 	memalloc_noio_restore(noio);
 }
 
