@@ -15,7 +15,9 @@
  * backlog stays in txq.  The reading task sleeps until the answer or a
  * timeout; answers carry the request id, so a late answer
  * finds no request and is dropped.  On a lender, the receiving thread
- * answers gets itself.
+ * answers gets itself.  A failed send drops what is queued and shuts the
+ * connection down before another sender may use it, since a get sent
+ * after dropped puts or invalidations could find an older copy.
  *
  * Each connection has one kernel thread that connects (borrower side),
  * runs the handshake (HELLO with a random nonce both ways, then AUTH: an
@@ -480,6 +482,7 @@ static void puma_tx_work(struct work_struct *work)
 	struct puma_peer *p = container_of(work, struct puma_peer, tx_work);
 	unsigned int noio = memalloc_noio_save();
 	unsigned int fault = 0;
+	bool shut = false;
 	int ret = 0;
 
 	mutex_lock(&p->tx_mutex);
@@ -519,15 +522,23 @@ static void puma_tx_work(struct work_struct *work)
 			ret = puma_send(p, b->type, b->flags, b->req, vec,
 					b->len ? 2 : 1, b->len);
 		}
+		if (ret && !shut) {
+			/*
+			 * What is dropped here (INVALs, PUTs the index
+			 * already lists) must not be overtaken: shut the
+			 * connection before anyone else may send on it,
+			 * i.e. before tx_mutex is released.  A get sent
+			 * later would reach a lender that missed them.
+			 */
+			if (fault)
+				msleep(fault);
+			puma_shutdown(p);
+			shut = true;
+		}
 		list_for_each_entry_safe(b, tmp, &items, node)
 			puma_txbuf_free(b);
 	}
 	mutex_unlock(&p->tx_mutex);
-	if (ret) {
-		if (fault)
-			msleep(fault);
-		puma_shutdown(p);
-	}
 	memalloc_noio_restore(noio);
 }
 
