@@ -18,14 +18,22 @@ from puma_lab import vm
 import test_puma
 
 PARAMS = '/sys/module/puma/parameters/'
+FILE_PAGES = 64
 
 
-def data_disk(lab, tmp_path, size):
+def pair(lab, kernel, tmp_path):
+    """The two guests, the borrower with the file on its data disk."""
     payload = tmp_path / 'payload'
     payload.mkdir()
-    blob = os.urandom(size)
+    blob = os.urandom(FILE_PAGES * 4096)
     (payload / 'f').write_bytes(blob)
-    return blob, vm.make_data_disk(lab.path('data.img'), 64, str(payload))
+    disk = vm.make_data_disk(lab.path('data.img'), 64, str(payload))
+    share = test_puma.share_with_module(lab, kernel)
+    # drop_caches evicts the root file system's pages too: buffers for
+    # all of them, or the file's puts may be dropped (drop_no_buffer).
+    lender, borrower = test_puma.start_pair(lab, kernel, share,
+                                            disks=[disk], put_buffers=8192)
+    return blob, lender, borrower
 
 
 def lend_file(lender, borrower):
@@ -36,7 +44,7 @@ def lend_file(lender, borrower):
     borrower.run('sync && echo 1 > /proc/sys/vm/drop_caches')
     test_puma.settle_puts(lender, borrower)
     fs = test_puma.fs_stats(borrower, '/mnt/data')
-    assert fs.get('remote_pages', 0) > 0, fs
+    assert fs.get('remote_pages', 0) >= FILE_PAGES, fs
     return fs
 
 
@@ -56,10 +64,7 @@ def test_send_error_never_serves_stale(lab, kernel, tmp_path):
     lender's old copy: the connection must be shut before anything else
     can be sent on it.
     """
-    blob, disk = data_disk(lab, tmp_path, 256 * 1024)
-    share = test_puma.share_with_module(lab, kernel)
-    lender, borrower = test_puma.start_pair(lab, kernel, share,
-                                            disks=[disk])
+    blob, lender, borrower = pair(lab, kernel, tmp_path)
     lend_file(lender, borrower)
     borrower.run('head -c 4096 /dev/urandom > /tmp/new')
     new = bytes.fromhex(borrower.run(
@@ -82,6 +87,95 @@ def test_send_error_never_serves_stale(lab, kernel, tmp_path):
     borrower.run('echo 1 > /proc/sys/vm/drop_caches')
     want = hashlib.sha256(new + blob[4096:]).hexdigest()
     assert sha(borrower, 'cat /mnt/data/f') == want
+    borrower.run('rmmod puma')
+    lender.run('rmmod puma')
+    test_puma.check_dmesg(borrower)
+    test_puma.check_dmesg(lender)
+
+
+def peers(g):
+    return g.run('cat /sys/kernel/puma/peers').out
+
+
+@pytest.mark.parametrize('kernel', paths.KERNELS)
+def test_role_off_ends_sessions(lab, kernel, tmp_path):
+    """Role off ends lending and borrowing, and what they left behind.
+
+    The borrower's role off removes its lender (no connection, no remote
+    page in its index, nothing asked of the lender any more); the lender
+    frees the borrower's pages with the connection.  Then the same from
+    the lender's side: its role off closes the borrower's session, frees
+    the pages, and the borrower forgets them.
+    """
+    blob, lender, borrower = pair(lab, kernel, tmp_path)
+    want = hashlib.sha256(blob).hexdigest()
+    lend_file(lender, borrower)
+    borrower.run('/mnt/host/pumactl role off')
+    assert peers(borrower) == '', peers(borrower)
+    assert test_puma.stats(borrower)['remote_pages'] == 0
+    assert test_puma.fs_stats(borrower, '/mnt/data')['remote_pages'] == 0
+    test_puma.wait_for(lender, 'test -z "$(cat /sys/kernel/puma/peers)"',
+                       'the lender sees the borrower go')
+    assert test_puma.stats(lender)['hosted_pages'] == 0
+    gets = test_puma.stats(borrower)['gets']
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    assert sha(borrower, 'cat /mnt/data/f') == want
+    assert test_puma.stats(borrower)['gets'] == gets
+
+    # The lender gives up its role.
+    lender_ip = lender.addrs[0].split('/')[0]
+    borrower.run('/mnt/host/pumactl role borrower && '
+                 '/mnt/host/pumactl peer add %s:%d'
+                 % (lender_ip, test_puma.PORT))
+    test_puma.wait_for(borrower, 'grep -q " ready" /sys/kernel/puma/peers',
+                       'the borrower connects again')
+    borrower.run('sync && echo 1 > /proc/sys/vm/drop_caches')
+    test_puma.settle_puts(lender, borrower)
+    assert test_puma.fs_stats(borrower, '/mnt/data')['remote_pages'] > 0
+    lender.run('/mnt/host/pumactl role off')
+    assert peers(lender) == '', peers(lender)
+    assert test_puma.stats(lender)['hosted_pages'] == 0
+    test_puma.wait_for(borrower, '/mnt/host/pumactl stats remote_pages | '
+                       'grep -qx 0', 'the borrower forgets the pages')
+    assert ' ready' not in peers(borrower), peers(borrower)
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    assert sha(borrower, 'cat /mnt/data/f') == want
+    borrower.run('rmmod puma')
+    lender.run('rmmod puma')
+    test_puma.check_dmesg(borrower)
+    test_puma.check_dmesg(lender)
+
+
+@pytest.mark.parametrize('kernel', paths.KERNELS)
+def test_miss_forgets_the_entry(lab, kernel, tmp_path):
+    """A page the lender no longer has is not asked for again.
+
+    The lender hosts nothing (capacity_pages 0: every put is dropped
+    there, as its shrinker or a full budget would), yet the borrower's
+    index lists the pages it put.  The first read misses on each; the
+    misses must remove those entries (misses_forgotten), so that the
+    pages are read from the disk with no further get.
+    """
+    blob, lender, borrower = pair(lab, kernel, tmp_path)
+    want = hashlib.sha256(blob).hexdigest()
+    lender.run('/mnt/host/pumactl set capacity_pages 0')
+    fs = lend_file(lender, borrower)
+    assert test_puma.stats(lender)['hosted_pages'] == 0
+    pages = fs['remote_pages']
+    assert sha(borrower, 'cat /mnt/data/f') == want
+    fs2 = test_puma.fs_stats(borrower, '/mnt/data')
+    missed = fs2['misses'] - fs.get('misses', 0)
+    assert missed >= pages, (fs, fs2)
+    assert fs2['remote_pages'] == 0, fs2
+    assert test_puma.stats(borrower)['misses_forgotten'] >= pages
+    # Evicted again, the pages are put again (a listed page would be
+    # taken as already at the lender and not sent), and read back right.
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    test_puma.settle_puts(lender, borrower)
+    fs3 = test_puma.fs_stats(borrower, '/mnt/data')
+    assert fs3['puts'] - fs2['puts'] >= pages, (fs2, fs3)
+    assert sha(borrower, 'cat /mnt/data/f') == want
+    assert test_puma.fs_stats(borrower, '/mnt/data')['remote_pages'] == 0
     borrower.run('rmmod puma')
     lender.run('rmmod puma')
     test_puma.check_dmesg(borrower)
