@@ -65,6 +65,11 @@ def test_send_error_never_serves_stale(lab, kernel, tmp_path):
     can be sent on it.
     """
     blob, lender, borrower = pair(lab, kernel, tmp_path)
+    # While the worker holds the send mutex, gets of the root file
+    # system's pages (the shell's own binaries) wait for their timeout:
+    # keep it short so that the page is written and evicted (its PUT
+    # queued) well within the first 8 s.
+    borrower.run('/mnt/host/pumactl set get_timeout_us 200000')
     borrower.run('head -c 4096 /dev/urandom > /tmp/new')
     new = bytes.fromhex(borrower.run(
         'od -An -v -tx1 /tmp/new | tr -d " \\n"').out.strip())
