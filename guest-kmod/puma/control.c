@@ -3,7 +3,8 @@
  * Control: knobs and counters under /sys/kernel/puma (see docs/puma.md;
  * pumactl is a thin shell wrapper around these files).
  *
- *   role            off | borrower | lender | both
+ *   role            off | borrower | lender | both; a role given up ends
+ *                   its connections (lenders are removed, as by "del")
  *   key             shared secret for the handshake (write only)
  *   port            TCP port a lender listens on (set before the role)
  *   peers           read: one line per connection;
@@ -132,8 +133,17 @@ static ssize_t role_store(struct kobject *kobj, struct kobj_attribute *attr,
 	if (!ret) {
 		WRITE_ONCE(puma_cfg.borrower, borrower);
 		WRITE_ONCE(puma_cfg.lender, lender);
-		if (!lender)
+		/*
+		 * A role given up ends its sessions: the borrowers connected
+		 * here lose their pages, the lenders we borrow from are
+		 * removed (peer del) and the index forgets their pages.
+		 */
+		if (!lender) {
+			puma_peer_stop_side(true);
 			puma_store_drop_all();
+		}
+		if (!borrower)
+			puma_peer_stop_side(false);
 	}
 	mutex_unlock(&puma_ctl_mutex);
 	return ret ? ret : count;

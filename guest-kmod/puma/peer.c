@@ -1287,6 +1287,35 @@ int puma_peer_del(const char *spec)
 	return p ? 0 : -ENOENT;
 }
 
+/**
+ * puma_peer_stop_side - end every connection of one side
+ * @lender_side: true: the borrowers connected to us (we lend to them);
+ *		 false: the lenders we connect to (we borrow from them)
+ *
+ * Each goes as with puma_peer_del(): its connection closes, a lender
+ * frees the borrower's pages, a borrower forgets the pages the lender
+ * held (puma_peer_down()), and no reconnection follows.
+ */
+void puma_peer_stop_side(bool lender_side)
+{
+	unsigned long flags;
+	int id;
+
+	mutex_lock(&puma_peers_mutex);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
+		struct puma_peer *p;
+
+		spin_lock_irqsave(&puma_peers_lock, flags);
+		p = puma_peers[id];
+		if (p && p->lender_side != lender_side)
+			p = NULL;
+		spin_unlock_irqrestore(&puma_peers_lock, flags);
+		if (p)
+			puma_peer_stop(p);
+	}
+	mutex_unlock(&puma_peers_mutex);
+}
+
 static const char *const puma_state_names[] = {
 	[PUMA_PEER_DOWN] = "down",
 	[PUMA_PEER_HANDSHAKE] = "handshake",
