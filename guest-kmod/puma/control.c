@@ -52,6 +52,7 @@ const char *const puma_stat_names[PUMA_STAT_NR] = {
 	[PUMA_STAT_GETS] = "gets",
 	[PUMA_STAT_HITS] = "hits",
 	[PUMA_STAT_MISSES] = "misses",
+	[PUMA_STAT_MISSES_FORGOTTEN] = "misses_forgotten",
 	[PUMA_STAT_GET_TIMEOUTS] = "get_timeouts",
 	[PUMA_STAT_GET_STALE] = "get_stale_dropped",
 	[PUMA_STAT_GETS_SKIPPED_RTT] = "gets_skipped_rtt",

@@ -459,6 +459,36 @@ void puma_index_forget(struct inode *inode, pgoff_t index)
 }
 
 /**
+ * puma_index_forget_missed - lender @peer answered that it lacks a page
+ * @inode: the file
+ * @index: the page
+ * @peer: the lender asked
+ *
+ * It dropped its copy (its shrinker, a capacity or memory limit): forget
+ * the entry, so that later reads of the page go straight to the disk and
+ * its next eviction puts it again (a listed page is not sent again, see
+ * puma_index_put_page()).  The entry is still the one the get was sent
+ * for: the folio stayed locked in the page cache, so no put of the page
+ * can have come in between.
+ */
+void puma_index_forget_missed(struct inode *inode, pgoff_t index, int peer)
+{
+	struct puma_file *f;
+	unsigned long flags;
+	void *entry;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, false);
+	entry = f ? xa_load(&f->pages, index) : NULL;
+	if (entry && (xa_to_value(entry) & PUMA_E_PEER_MASK) == peer) {
+		xa_erase(&f->pages, index);
+		puma_entry_del(f, xa_to_value(entry));
+		puma_count(PUMA_STAT_MISSES_FORGOTTEN);
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
  * puma_index_count_gets - add the outcome of a get to its file system
  * @inode: the file the pages were asked for
  * @hits: pages used from the lender's answer

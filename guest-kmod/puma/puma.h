@@ -37,6 +37,7 @@ enum puma_stat {
 	PUMA_STAT_GETS,			/* pages asked for */
 	PUMA_STAT_HITS,
 	PUMA_STAT_MISSES,
+	PUMA_STAT_MISSES_FORGOTTEN,	/* entries dropped: lender had none */
 	PUMA_STAT_GET_TIMEOUTS,
 	PUMA_STAT_GET_STALE,		/* answer dropped: file changed */
 	PUMA_STAT_GETS_SKIPPED_RTT,
@@ -151,6 +152,7 @@ int puma_index_lookup(struct inode *inode, pgoff_t index,
 bool puma_index_still_valid(struct inode *inode, pgoff_t index,
 			    const struct puma_fkey *fk, unsigned long seq);
 void puma_index_forget(struct inode *inode, pgoff_t index);
+void puma_index_forget_missed(struct inode *inode, pgoff_t index, int peer);
 void puma_index_inval(struct inode *inode, pgoff_t start, pgoff_t end);
 void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
 				unsigned long nr);
