@@ -190,3 +190,51 @@ def test_miss_forgets_the_entry(lab, kernel, tmp_path):
     lender.run('rmmod puma')
     test_puma.check_dmesg(borrower)
     test_puma.check_dmesg(lender)
+
+
+@pytest.mark.parametrize('kernel', paths.KERNELS)
+def test_unhooked_change_is_never_stale(lab, kernel):
+    """A change no hook sees: the change cookie catches it at the get.
+
+    On ext4 with inline_data a file of a few bytes lives in its inode,
+    and a write to it (ext4_write_inline_data_end()) clears the folio's
+    dirty flag itself: writeback_dirty_folio never fires, no invalidation
+    happens, and a non-inclusive re-eviction of the (clean) page sends
+    nothing.  The lender still has the old content; the file's change
+    cookie (i_version, mtime, ctime, size) must keep it from being used.
+    """
+    disk = vm.Disk(lab.path('inline.img'))
+    with open(disk.path, 'wb') as f:
+        f.truncate(64 << 20)
+    share = test_puma.share_with_module(lab, kernel)
+    lender, borrower = test_puma.start_pair(lab, kernel, share,
+                                            disks=[disk], put_buffers=8192)
+    borrower.run('mkfs.ext4 -q -O inline_data /dev/vdb && '
+                 'mkdir -p /mnt/data && mount /dev/vdb /mnt/data',
+                 timeout=120)
+    borrower.run('/mnt/host/pumactl set seq_filter 0')
+    old = 'old-content-' + '0' * 28
+    new = 'NEW'
+    borrower.run('printf %s > /mnt/data/f && sync' % old)
+    # The data is inline: lsattr's "N" flag.
+    assert 'N' in borrower.run('lsattr /mnt/data/f').out.split()[0]
+    borrower.run('dd if=/mnt/data/f iflag=nocache count=0 status=none')
+    test_puma.settle_puts(lender, borrower)
+    fs = test_puma.fs_stats(borrower, '/mnt/data')
+    assert fs.get('remote_pages') == 1, fs
+    # A hit while nothing changed.
+    assert borrower.run('cat /mnt/data/f').out == old
+    fs2 = test_puma.fs_stats(borrower, '/mnt/data')
+    assert fs2['hits'] == fs['hits'] + 1, (fs, fs2)
+    # Overwrite in place (no truncate: that hook would see it), evict.
+    borrower.run('sleep 1; printf %s | dd of=/mnt/data/f conv=notrunc '
+                 'status=none && sync' % new)
+    borrower.run('dd if=/mnt/data/f iflag=nocache count=0 status=none')
+    test_puma.settle_puts(lender, borrower)
+    got = borrower.run('cat /mnt/data/f').out
+    assert got == new + old[len(new):], (got, test_puma.stats(borrower))
+    assert test_puma.stats(borrower)['cookie_changes'] >= 1
+    borrower.run('umount /mnt/data && rmmod puma')
+    lender.run('rmmod puma')
+    test_puma.check_dmesg(borrower)
+    test_puma.check_dmesg(lender)
