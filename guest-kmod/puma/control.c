@@ -58,6 +58,7 @@ const char *const puma_stat_names[PUMA_STAT_NR] = {
 	[PUMA_STAT_GETS_SKIPPED_RTT] = "gets_skipped_rtt",
 	[PUMA_STAT_INVAL_EVENTS] = "invalidations",
 	[PUMA_STAT_INVAL_PAGES] = "invalidated_pages",
+	[PUMA_STAT_COOKIE_CHANGES] = "cookie_changes",
 	[PUMA_STAT_BYTES_TX] = "bytes_tx",
 	[PUMA_STAT_BYTES_RX] = "bytes_rx",
 	[PUMA_STAT_DROP_NO_BUFFER] = "drop_no_buffer",

@@ -43,6 +43,7 @@ enum puma_stat {
 	PUMA_STAT_GETS_SKIPPED_RTT,
 	PUMA_STAT_INVAL_EVENTS,
 	PUMA_STAT_INVAL_PAGES,		/* remote copies forgotten */
+	PUMA_STAT_COOKIE_CHANGES,	/* files changed since their puts */
 	PUMA_STAT_BYTES_TX,
 	PUMA_STAT_BYTES_RX,
 	PUMA_STAT_DROP_NO_BUFFER,
