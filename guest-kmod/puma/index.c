@@ -137,6 +137,12 @@ static bool puma_puts_off;
 
 static bool puma_truncating(struct address_space *mapping);
 
+/* For functions elsewhere whose callers must hold puma_index_lock. */
+void puma_index_assert_locked(void)
+{
+	lockdep_assert_held(&puma_index_lock);
+}
+
 static const char *const puma_fs_types[] = { "ext4", "xfs" };
 
 /**

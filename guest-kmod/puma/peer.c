@@ -197,6 +197,7 @@ static void puma_peer_put(struct puma_peer *p)
 /* Caller holds puma_peers_lock. */
 static struct puma_peer *puma_peer_find(int id)
 {
+	lockdep_assert_held(&puma_peers_lock);
 	if (id <= 0 || id > PUMA_MAX_PEERS)
 		return NULL;
 	return puma_peers[id];
@@ -277,6 +278,7 @@ static int puma_peer_enqueue(struct puma_peer *p, struct puma_txbuf *b)
 	unsigned long flags;
 	int ret = 0;
 
+	lockdep_assert_held(&puma_peers_lock);
 	spin_lock_irqsave(&p->lock, flags);
 	if (p->state != PUMA_PEER_READY) {
 		ret = -ENOTCONN;
@@ -321,6 +323,7 @@ int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
 	unsigned long flags;
 	int ret;
 
+	puma_index_assert_locked();
 	spin_lock_irqsave(&puma_peers_lock, flags);
 	p = puma_peer_find(id);
 	if (!p) {
@@ -370,6 +373,7 @@ void puma_peer_queue_inval(int id, const struct puma_fkey *fk, u32 kind,
 	struct puma_peer *p;
 	unsigned long flags;
 
+	puma_index_assert_locked();
 	spin_lock_irqsave(&puma_peers_lock, flags);
 	p = puma_peer_find(id);
 	if (!p)
@@ -403,6 +407,7 @@ static int puma_send(struct puma_peer *p, u16 type, u16 flags, u64 req,
 	struct puma_hdr hdr;
 	int ret;
 
+	lockdep_assert_held(&p->tx_mutex);
 	hdr.magic = cpu_to_le32(PUMA_PROTO_MAGIC);
 	hdr.type = cpu_to_le16(type);
 	hdr.flags = cpu_to_le16(flags);
@@ -443,6 +448,7 @@ static int puma_send_puts(struct puma_peer *p, struct list_head *items,
 	struct puma_txbuf *b;
 	unsigned int i = 2;
 
+	lockdep_assert_held(&p->tx_mutex);
 	vec[1].iov_base = &batch;
 	vec[1].iov_len = sizeof(batch);
 	list_for_each_entry(b, items, node) {

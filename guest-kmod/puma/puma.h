@@ -145,6 +145,7 @@ unsigned int puma_put_buffers_free(void);
 /* index.c */
 int puma_index_init(void);
 void puma_index_exit(void);
+void puma_index_assert_locked(void);
 bool puma_inode_eligible(struct inode *inode);
 void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 			 pgoff_t index, const void *data);
