@@ -33,7 +33,7 @@
  * Change cookie: a file's record also keeps what the kernel itself
  * updates on any change of the file's data (i_version, which reading it
  * here arms to move on the next change; mtime, ctime, size), as read at
- * the put of its first remote page.  It is checked at every put, lookup
+ * its first put or the last time it was found moved.  It is checked at every put, lookup
  * and use of an answer: if it moved, the file changed, maybe without any
  * hook seeing it (ext4's inline data writes clear the folio's dirty flag
  * themselves, so writeback_dirty_folio never fires for them), and every
