@@ -6,6 +6,7 @@
 #ifndef PUMA_COMPAT_H
 #define PUMA_COMPAT_H
 
+#include <linux/fs.h>
 #include <linux/ftrace.h>
 #include <linux/page-flags.h>
 #include <linux/sched.h>
@@ -49,6 +50,20 @@ static inline void puma_account_reclaimed(unsigned long pages)
 #else
 	if (current->reclaim_state)
 		current->reclaim_state->reclaimed_slab += pages;
+#endif
+}
+
+/* The data change time stamps of @inode; 6.7 put them behind accessors. */
+static inline void puma_inode_times(struct inode *inode,
+				    struct timespec64 *mtime,
+				    struct timespec64 *ctime)
+{
+#if KERNEL_VERSION(6, 7, 0) <= LINUX_VERSION_CODE
+	*mtime = inode_get_mtime(inode);
+	*ctime = inode_get_ctime(inode);
+#else
+	*mtime = inode->i_mtime;
+	*ctime = inode->i_ctime;
 #endif
 }
 

@@ -3,7 +3,8 @@
  * Control: knobs and counters under /sys/kernel/puma (see docs/puma.md;
  * pumactl is a thin shell wrapper around these files).
  *
- *   role            off | borrower | lender | both
+ *   role            off | borrower | lender | both; a role given up ends
+ *                   its connections (lenders are removed, as by "del")
  *   key             shared secret for the handshake (write only)
  *   port            TCP port a lender listens on (set before the role)
  *   peers           read: one line per connection;
@@ -51,11 +52,13 @@ const char *const puma_stat_names[PUMA_STAT_NR] = {
 	[PUMA_STAT_GETS] = "gets",
 	[PUMA_STAT_HITS] = "hits",
 	[PUMA_STAT_MISSES] = "misses",
+	[PUMA_STAT_MISSES_FORGOTTEN] = "misses_forgotten",
 	[PUMA_STAT_GET_TIMEOUTS] = "get_timeouts",
 	[PUMA_STAT_GET_STALE] = "get_stale_dropped",
 	[PUMA_STAT_GETS_SKIPPED_RTT] = "gets_skipped_rtt",
 	[PUMA_STAT_INVAL_EVENTS] = "invalidations",
 	[PUMA_STAT_INVAL_PAGES] = "invalidated_pages",
+	[PUMA_STAT_COOKIE_CHANGES] = "cookie_changes",
 	[PUMA_STAT_BYTES_TX] = "bytes_tx",
 	[PUMA_STAT_BYTES_RX] = "bytes_rx",
 	[PUMA_STAT_DROP_NO_BUFFER] = "drop_no_buffer",
@@ -132,8 +135,17 @@ static ssize_t role_store(struct kobject *kobj, struct kobj_attribute *attr,
 	if (!ret) {
 		WRITE_ONCE(puma_cfg.borrower, borrower);
 		WRITE_ONCE(puma_cfg.lender, lender);
-		if (!lender)
+		/*
+		 * A role given up ends its sessions: the borrowers connected
+		 * here lose their pages, the lenders we borrow from are
+		 * removed (peer del) and the index forgets their pages.
+		 */
+		if (!lender) {
+			puma_peer_stop_side(true);
 			puma_store_drop_all();
+		}
+		if (!borrower)
+			puma_peer_stop_side(false);
 	}
 	mutex_unlock(&puma_ctl_mutex);
 	return ret ? ret : count;

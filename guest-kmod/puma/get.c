@@ -108,10 +108,14 @@ static void puma_get_folios(struct file *file, struct inode *inode, int peer,
 			hits++;
 			continue;
 		}
-		if (req->hits & BIT(i))
+		if (req->hits & BIT(i)) {
 			stale++;
-		else
+		} else {
 			misses++;
+			if (!ret)	/* answered: the lender has none */
+				puma_index_forget_missed(inode, req->index[i],
+							 peer);
+		}
 		aops->read_folio(file, folio);
 	}
 	puma_count_n(PUMA_STAT_HITS, hits);
@@ -233,7 +237,7 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	struct puma_get_req *req;
 	struct puma_fkey fk;
 	unsigned long seq;
-	bool hit;
+	bool answered, hit;
 	int peer;
 
 	if (!mapping || folio_test_large(folio) ||
@@ -253,7 +257,8 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	puma_count(PUMA_STAT_GETS);
 	if (puma_cfg.exclusive)
 		puma_index_forget(mapping->host, folio->index);
-	if (puma_peer_get(peer, req))
+	answered = !puma_peer_get(peer, req);
+	if (!answered)
 		req->hits = 0;
 	hit = req->hits & 1;
 	if (hit && !puma_index_still_valid(mapping->host, folio->index, &fk,
@@ -264,6 +269,9 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	} else if (!hit) {
 		puma_count(PUMA_STAT_MISSES);
 		puma_index_count_gets(mapping->host, 0, 1, 0);
+		if (answered)
+			puma_index_forget_missed(mapping->host, folio->index,
+						 peer);
 	}
 	kfree(req);
 	if (!hit)

@@ -30,6 +30,16 @@
  * from the first put or mark until unmount, so there is one per mounted
  * file system at most.
  *
+ * Change cookie: a file's record also keeps what the kernel itself
+ * updates on any change of the file's data (i_version, which reading it
+ * here arms to move on the next change; mtime, ctime, size), as read at
+ * its first put or the last time it was found moved.  It is checked at every put, lookup
+ * and use of an answer: if it moved, the file changed, maybe without any
+ * hook seeing it (ext4's inline data writes clear the folio's dirty flag
+ * themselves, so writeback_dirty_folio never fires for them), and every
+ * entry of the file is forgotten.  A change the hooks saw costs the
+ * file's other remote pages too: safe, not free.
+ *
  * Locking: puma_index_lock (irqsave: the put and dirty hooks run with
  * interrupts off under the mapping's i_pages lock) protects all of the
  * above.  Lock order: i_pages lock -> puma_index_lock -> peer->lock.
@@ -40,10 +50,12 @@
 #include <linux/fs.h>
 #include <linux/hash.h>
 #include <linux/hashtable.h>
+#include <linux/iversion.h>
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/xarray.h>
 
+#include "compat.h"
 #include "puma.h"
 
 #define PUMA_E_PEER_MASK	0xff
@@ -84,6 +96,14 @@ struct puma_pool {
 	u64 stats[PUMA_FS_NR];
 };
 
+/* What moves when a file's data changes, hooks or not. */
+struct puma_cookie {
+	u64 version;		/* i_version */
+	struct timespec64 mtime;
+	struct timespec64 ctime;
+	loff_t size;
+};
+
 struct puma_file {
 	struct hlist_node hnode;
 	struct puma_pool *pool;
@@ -91,6 +111,7 @@ struct puma_file {
 	u32 gen;
 	u32 peers;		/* lenders that got puts of this file */
 	unsigned long seq;	/* invalidations so far */
+	struct puma_cookie cookie;	/* when the remote entries were made */
 	unsigned long nr;	/* entries in pages, markers included */
 	unsigned long remote;	/* entries naming a lender */
 	struct xarray pages;
@@ -115,6 +136,12 @@ static unsigned long puma_remote_nr;
 static bool puma_puts_off;
 
 static bool puma_truncating(struct address_space *mapping);
+
+/* For functions elsewhere whose callers must hold puma_index_lock. */
+void puma_index_assert_locked(void)
+{
+	lockdep_assert_held(&puma_index_lock);
+}
 
 static const char *const puma_fs_types[] = { "ext4", "xfs" };
 
@@ -239,6 +266,22 @@ static void puma_fkey_fill(const struct puma_file *f, struct puma_fkey *fk)
 	fk->gen = f->gen;
 }
 
+static void puma_cookie_read(struct inode *inode, struct puma_cookie *c)
+{
+	c->version = inode_query_iversion(inode);
+	puma_inode_times(inode, &c->mtime, &c->ctime);
+	c->size = i_size_read(inode);
+}
+
+static bool puma_cookie_eq(const struct puma_cookie *a,
+			   const struct puma_cookie *b)
+{
+	return a->version == b->version &&
+	       timespec64_equal(&a->mtime, &b->mtime) &&
+	       timespec64_equal(&a->ctime, &b->ctime) &&
+	       a->size == b->size;
+}
+
 static void puma_file_free(struct puma_file *f)
 {
 	lockdep_assert_held(&puma_index_lock);
@@ -272,6 +315,38 @@ static u32 puma_file_erase(struct puma_file *f, pgoff_t start, pgoff_t end)
 	return peers;
 }
 
+/*
+ * Did the file of @f change since its remote entries were made?  If so,
+ * whether a hook saw it or not, forget all of them (and tell their
+ * lenders), and count an invalidation so that gets in flight drop their
+ * answers.  A file with no remote entry just takes the current cookie.
+ *
+ * Return: true if the cookie had moved.
+ */
+static bool puma_file_check(struct puma_file *f, struct inode *inode)
+{
+	struct puma_cookie now;
+	struct puma_fkey fk;
+	u32 peers;
+	int p;
+
+	lockdep_assert_held(&puma_index_lock);
+	puma_cookie_read(inode, &now);
+	if (puma_cookie_eq(&f->cookie, &now))
+		return false;
+	f->cookie = now;
+	f->seq++;
+	if (!f->remote)
+		return true;
+	puma_count(PUMA_STAT_COOKIE_CHANGES);
+	puma_fkey_fill(f, &fk);
+	peers = puma_file_erase(f, 0, ULONG_MAX);
+	for (p = 1; p <= PUMA_MAX_PEERS; p++)
+		if (peers & BIT(p))
+			puma_peer_queue_inval(p, &fk, PUMA_INVAL_FILE, 0, 0);
+	return true;
+}
+
 /**
  * puma_index_note_put - record that a page of @inode goes to lender @peer
  * @inode: the file
@@ -300,6 +375,7 @@ static int puma_index_note_put(struct inode *inode, pgoff_t index,
 	if (!f)
 		return -ENOMEM;
 	*fp = f;
+	puma_file_check(f, inode);
 	old = xa_load(&f->pages, index);
 	if (old && (xa_to_value(old) & PUMA_E_SEQ)) {
 		xa_erase(&f->pages, index);
@@ -403,7 +479,7 @@ int puma_index_lookup(struct inode *inode, pgoff_t index,
 
 	spin_lock_irqsave(&puma_index_lock, flags);
 	f = puma_file_find(inode, false);
-	if (f) {
+	if (f && !puma_file_check(f, inode)) {
 		entry = xa_load(&f->pages, index);
 		if (entry)
 			peer = xa_to_value(entry) & PUMA_E_PEER_MASK;
@@ -423,7 +499,8 @@ int puma_index_lookup(struct inode *inode, pgoff_t index,
  * @fk: the key the page was asked for
  * @seq: the file's invalidation count when it was asked for
  *
- * Return: true if nothing invalidated the file since the get was sent.
+ * Return: true if nothing invalidated the file since the get was sent,
+ * and its change cookie did not move.
  */
 bool puma_index_still_valid(struct inode *inode, pgoff_t index,
 			    const struct puma_fkey *fk, unsigned long seq)
@@ -434,8 +511,8 @@ bool puma_index_still_valid(struct inode *inode, pgoff_t index,
 
 	spin_lock_irqsave(&puma_index_lock, flags);
 	f = puma_file_find(inode, false);
-	if (f && f->seq == seq && f->pool->epoch == fk->pool &&
-	    f->gen == fk->gen)
+	if (f && !puma_file_check(f, inode) && f->seq == seq &&
+	    f->pool->epoch == fk->pool && f->gen == fk->gen)
 		ok = true;
 	spin_unlock_irqrestore(&puma_index_lock, flags);
 	return ok;
@@ -455,6 +532,36 @@ void puma_index_forget(struct inode *inode, pgoff_t index)
 	f = puma_file_find(inode, false);
 	if (f)
 		puma_file_forget(f, index);
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_forget_missed - lender @peer answered that it lacks a page
+ * @inode: the file
+ * @index: the page
+ * @peer: the lender asked
+ *
+ * It dropped its copy (its shrinker, a capacity or memory limit): forget
+ * the entry, so that later reads of the page go straight to the disk and
+ * its next eviction puts it again (a listed page is not sent again, see
+ * puma_index_put_page()).  The entry is still the one the get was sent
+ * for: the folio stayed locked in the page cache, so no put of the page
+ * can have come in between.
+ */
+void puma_index_forget_missed(struct inode *inode, pgoff_t index, int peer)
+{
+	struct puma_file *f;
+	unsigned long flags;
+	void *entry;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, false);
+	entry = f ? xa_load(&f->pages, index) : NULL;
+	if (entry && (xa_to_value(entry) & PUMA_E_PEER_MASK) == peer) {
+		xa_erase(&f->pages, index);
+		puma_entry_del(f, xa_to_value(entry));
+		puma_count(PUMA_STAT_MISSES_FORGOTTEN);
+	}
 	spin_unlock_irqrestore(&puma_index_lock, flags);
 }
 

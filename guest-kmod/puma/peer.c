@@ -15,7 +15,9 @@
  * backlog stays in txq.  The reading task sleeps until the answer or a
  * timeout; answers carry the request id, so a late answer
  * finds no request and is dropped.  On a lender, the receiving thread
- * answers gets itself.
+ * answers gets itself.  A failed send drops what is queued and shuts the
+ * connection down before another sender may use it, since a get sent
+ * after dropped puts or invalidations could find an older copy.
  *
  * Each connection has one kernel thread that connects (borrower side),
  * runs the handshake (HELLO with a random nonce both ways, then AUTH: an
@@ -40,6 +42,7 @@
 #include <crypto/hash.h>
 #include <linux/highmem.h>
 #include <linux/in.h>
+#include <linux/delay.h>
 #include <linux/inet.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
@@ -58,6 +61,26 @@ static unsigned int put_buffers = 1024;
 module_param(put_buffers, uint, 0444);
 MODULE_PARM_DESC(put_buffers,
 		 "Pages of preallocated buffers for puts in flight (1024)");
+
+/*
+ * Fault injection for the lab: widen the window between a connection's
+ * end and the failing of the gets it leaves pending, so that the tests
+ * can make those gets time out meanwhile (test_puma_hostile.py).
+ */
+static unsigned int fault_down_delay_ms;
+module_param(fault_down_delay_ms, uint, 0644);
+MODULE_PARM_DESC(fault_down_delay_ms,
+		 "Test only: sleep this long before failing each get pending at a disconnection (0)");
+
+/*
+ * Fault injection for the lab: the next INVAL the send worker takes is
+ * not sent; after this long it fails as a send error would, and the
+ * worker waits as long again before shutting the connection down.
+ */
+static unsigned int fault_inval_error_ms;
+module_param(fault_inval_error_ms, uint, 0644);
+MODULE_PARM_DESC(fault_inval_error_ms,
+		 "Test only: fail the next INVAL send after this long, shut down as long after (0)");
 
 #define PUMA_TXQ_EXTRA		1024	/* queued besides puts */
 #define PUMA_MSG_TIMEOUT	(10 * HZ)	/* a started message */
@@ -174,6 +197,7 @@ static void puma_peer_put(struct puma_peer *p)
 /* Caller holds puma_peers_lock. */
 static struct puma_peer *puma_peer_find(int id)
 {
+	lockdep_assert_held(&puma_peers_lock);
 	if (id <= 0 || id > PUMA_MAX_PEERS)
 		return NULL;
 	return puma_peers[id];
@@ -254,6 +278,7 @@ static int puma_peer_enqueue(struct puma_peer *p, struct puma_txbuf *b)
 	unsigned long flags;
 	int ret = 0;
 
+	lockdep_assert_held(&puma_peers_lock);
 	spin_lock_irqsave(&p->lock, flags);
 	if (p->state != PUMA_PEER_READY) {
 		ret = -ENOTCONN;
@@ -298,6 +323,7 @@ int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
 	unsigned long flags;
 	int ret;
 
+	puma_index_assert_locked();
 	spin_lock_irqsave(&puma_peers_lock, flags);
 	p = puma_peer_find(id);
 	if (!p) {
@@ -347,6 +373,7 @@ void puma_peer_queue_inval(int id, const struct puma_fkey *fk, u32 kind,
 	struct puma_peer *p;
 	unsigned long flags;
 
+	puma_index_assert_locked();
 	spin_lock_irqsave(&puma_peers_lock, flags);
 	p = puma_peer_find(id);
 	if (!p)
@@ -380,6 +407,7 @@ static int puma_send(struct puma_peer *p, u16 type, u16 flags, u64 req,
 	struct puma_hdr hdr;
 	int ret;
 
+	lockdep_assert_held(&p->tx_mutex);
 	hdr.magic = cpu_to_le32(PUMA_PROTO_MAGIC);
 	hdr.type = cpu_to_le16(type);
 	hdr.flags = cpu_to_le16(flags);
@@ -420,6 +448,7 @@ static int puma_send_puts(struct puma_peer *p, struct list_head *items,
 	struct puma_txbuf *b;
 	unsigned int i = 2;
 
+	lockdep_assert_held(&p->tx_mutex);
 	vec[1].iov_base = &batch;
 	vec[1].iov_len = sizeof(batch);
 	list_for_each_entry(b, items, node) {
@@ -438,10 +467,28 @@ static void puma_shutdown(struct puma_peer *p)
 	mutex_unlock(&p->sock_mutex);
 }
 
+/* fault_inval_error_ms: fail the INVAL @b?  Return: the delay, or 0. */
+static unsigned int puma_fault_inval(struct puma_peer *p,
+				     const struct puma_txbuf *b)
+{
+	unsigned int ms;
+
+	if (b->type != PUMA_MSG_INVAL || !READ_ONCE(fault_inval_error_ms))
+		return 0;
+	ms = xchg(&fault_inval_error_ms, 0);
+	if (ms) {
+		msleep(ms);
+		pr_info("peer %s: test: INVAL send failed\n", p->name);
+	}
+	return ms;
+}
+
 static void puma_tx_work(struct work_struct *work)
 {
 	struct puma_peer *p = container_of(work, struct puma_peer, tx_work);
 	unsigned int noio = memalloc_noio_save();
+	unsigned int fault = 0;
+	bool shut = false;
 	int ret = 0;
 
 	mutex_lock(&p->tx_mutex);
@@ -466,8 +513,12 @@ static void puma_tx_work(struct work_struct *work)
 		if (!n)
 			break;
 		b = list_first_entry(&items, struct puma_txbuf, node);
+		if (!ret)
+			fault = puma_fault_inval(p, b);
 		if (ret) {
 			/* The connection is failing: drop the rest. */
+		} else if (fault) {
+			ret = -EIO;
 		} else if (b->type == PUMA_MSG_PUT) {
 			ret = puma_send_puts(p, &items, n);
 		} else {
@@ -477,12 +528,23 @@ static void puma_tx_work(struct work_struct *work)
 			ret = puma_send(p, b->type, b->flags, b->req, vec,
 					b->len ? 2 : 1, b->len);
 		}
+		if (ret && !shut) {
+			/*
+			 * What is dropped here (INVALs, PUTs the index
+			 * already lists) must not be overtaken: shut the
+			 * connection before anyone else may send on it,
+			 * i.e. before tx_mutex is released.  A get sent
+			 * later would reach a lender that missed them.
+			 */
+			if (fault)
+				msleep(fault);
+			puma_shutdown(p);
+			shut = true;
+		}
 		list_for_each_entry_safe(b, tmp, &items, node)
 			puma_txbuf_free(b);
 	}
 	mutex_unlock(&p->tx_mutex);
-	if (ret)
-		puma_shutdown(p);
 	memalloc_noio_restore(noio);
 }
 
@@ -586,7 +648,10 @@ int puma_peer_get(int id, struct puma_get_req *req)
 			ret = -ETIMEDOUT;
 			goto out_put;
 		}
-		/* The receiver owns it now and completes it shortly. */
+		/*
+		 * The receiver (an answer) or puma_peer_down() (the end of
+		 * the connection) took it and completes it shortly.
+		 */
 		wait_for_completion(&req->done);
 	}
 	puma_rtt_sample(ktime_to_ns(ktime_sub(ktime_get(), t0)));
@@ -926,14 +991,45 @@ static void puma_sock_setup(struct socket *sock)
 	tcp_sock_set_keepcnt(sk, 3);
 }
 
+/*
+ * Fail the first get still waiting on @p's connection, which is over.
+ * It is taken off p->gets and completed under p->lock, the lock a get
+ * that times out takes to look at its own node: that get finds itself
+ * either still listed (it gives up, and is never touched again here) or
+ * taken (it waits for this completion), so a request is never used after
+ * its reader returned.  Return: true if there was one.
+ */
+static bool puma_fail_get(struct puma_peer *p)
+{
+	unsigned int delay = READ_ONCE(fault_down_delay_ms);
+	struct puma_get_req *req;
+	unsigned long flags;
+
+	if (delay) {
+		spin_lock_irqsave(&p->lock, flags);
+		if (list_empty(&p->gets))
+			delay = 0;
+		spin_unlock_irqrestore(&p->lock, flags);
+		if (delay)
+			msleep(delay);
+	}
+	spin_lock_irqsave(&p->lock, flags);
+	req = list_first_entry_or_null(&p->gets, struct puma_get_req, node);
+	if (req) {
+		list_del_init(&req->node);
+		req->error = -ECONNRESET;
+		complete(&req->done);
+	}
+	spin_unlock_irqrestore(&p->lock, flags);
+	return req;
+}
+
 /* The connection is over: nothing of it survives. */
 static void puma_peer_down(struct puma_peer *p, int reason)
 {
-	struct puma_get_req *req, *rtmp;
 	struct puma_txbuf *b, *btmp;
 	unsigned long flags;
 	LIST_HEAD(txq);
-	LIST_HEAD(gets);
 	bool was_ready;
 
 	spin_lock_irqsave(&p->lock, flags);
@@ -941,7 +1037,6 @@ static void puma_peer_down(struct puma_peer *p, int reason)
 	p->state = PUMA_PEER_DOWN;
 	list_splice_init(&p->txq, &txq);
 	p->txq_len = 0;
-	list_splice_init(&p->gets, &gets);
 	spin_unlock_irqrestore(&p->lock, flags);
 
 	puma_shutdown(p);
@@ -951,11 +1046,8 @@ static void puma_peer_down(struct puma_peer *p, int reason)
 	mutex_unlock(&p->tx_mutex);
 	list_for_each_entry_safe(b, btmp, &txq, node)
 		puma_txbuf_free(b);
-	list_for_each_entry_safe(req, rtmp, &gets, node) {
-		list_del_init(&req->node);
-		req->error = -ECONNRESET;
-		complete(&req->done);
-	}
+	while (puma_fail_get(p))
+		;
 	if (p->lender_side) {
 		if (p->sess)
 			puma_store_sess_free(p->sess);
@@ -1199,6 +1291,35 @@ int puma_peer_del(const char *spec)
 		puma_peer_stop(p);
 	mutex_unlock(&puma_peers_mutex);
 	return p ? 0 : -ENOENT;
+}
+
+/**
+ * puma_peer_stop_side - end every connection of one side
+ * @lender_side: true: the borrowers connected to us (we lend to them);
+ *		 false: the lenders we connect to (we borrow from them)
+ *
+ * Each goes as with puma_peer_del(): its connection closes, a lender
+ * frees the borrower's pages, a borrower forgets the pages the lender
+ * held (puma_peer_down()), and no reconnection follows.
+ */
+void puma_peer_stop_side(bool lender_side)
+{
+	unsigned long flags;
+	int id;
+
+	mutex_lock(&puma_peers_mutex);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
+		struct puma_peer *p;
+
+		spin_lock_irqsave(&puma_peers_lock, flags);
+		p = puma_peers[id];
+		if (p && p->lender_side != lender_side)
+			p = NULL;
+		spin_unlock_irqrestore(&puma_peers_lock, flags);
+		if (p)
+			puma_peer_stop(p);
+	}
+	mutex_unlock(&puma_peers_mutex);
 }
 
 static const char *const puma_state_names[] = {

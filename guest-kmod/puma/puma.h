@@ -37,11 +37,13 @@ enum puma_stat {
 	PUMA_STAT_GETS,			/* pages asked for */
 	PUMA_STAT_HITS,
 	PUMA_STAT_MISSES,
+	PUMA_STAT_MISSES_FORGOTTEN,	/* entries dropped: lender had none */
 	PUMA_STAT_GET_TIMEOUTS,
 	PUMA_STAT_GET_STALE,		/* answer dropped: file changed */
 	PUMA_STAT_GETS_SKIPPED_RTT,
 	PUMA_STAT_INVAL_EVENTS,
 	PUMA_STAT_INVAL_PAGES,		/* remote copies forgotten */
+	PUMA_STAT_COOKIE_CHANGES,	/* files changed since their puts */
 	PUMA_STAT_BYTES_TX,
 	PUMA_STAT_BYTES_RX,
 	PUMA_STAT_DROP_NO_BUFFER,
@@ -127,6 +129,7 @@ int puma_peer_init(void);
 void puma_peer_exit(void);
 int puma_peer_add(const char *spec);
 int puma_peer_del(const char *spec);
+void puma_peer_stop_side(bool lender_side);
 ssize_t puma_peer_show(char *buf, size_t size);
 int puma_listen_set(bool on);
 int puma_peer_pick(void);
@@ -142,6 +145,7 @@ unsigned int puma_put_buffers_free(void);
 /* index.c */
 int puma_index_init(void);
 void puma_index_exit(void);
+void puma_index_assert_locked(void);
 bool puma_inode_eligible(struct inode *inode);
 void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 			 pgoff_t index, const void *data);
@@ -150,6 +154,7 @@ int puma_index_lookup(struct inode *inode, pgoff_t index,
 bool puma_index_still_valid(struct inode *inode, pgoff_t index,
 			    const struct puma_fkey *fk, unsigned long seq);
 void puma_index_forget(struct inode *inode, pgoff_t index);
+void puma_index_forget_missed(struct inode *inode, pgoff_t index, int peer);
 void puma_index_inval(struct inode *inode, pgoff_t start, pgoff_t end);
 void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
 				unsigned long nr);

@@ -52,9 +52,15 @@ class Disk:
         return ','.join(opts)
 
 
-def make_data_disk(path, size_mb, files_dir=None, label='data'):
-    """An ext4 image, filled from FILES_DIR if given, without a loop mount."""
+def make_data_disk(path, size_mb, files_dir=None, label='data',
+                   features=None):
+    """An ext4 image, filled from FILES_DIR if given, without a loop mount.
+
+    FEATURES is given to mkfs.ext4 -O (e.g. 'inline_data').
+    """
     argv = ['mkfs.ext4', '-q', '-F', '-L', label]
+    if features:
+        argv += ['-O', features]
     if files_dir:
         argv += ['-d', files_dir]
     netns.run(*(argv + [path, '%dM' % size_mb]))

@@ -4,6 +4,11 @@
 Usage: puma_hostile.py HOST PORT KEY CASE; prints "ok" or raises.  Run in
 the lab's network namespace by test_puma_hostile.py; the lender must log
 the reason and close the connection, and survive.
+
+puma_hostile.py --lender PORT KEY DELAY is a lender that never answers a
+GET: it takes a borrower's puts (and forgets them), and DELAY seconds
+after the first GET of a connection it closes that connection, with the
+borrower's gets still pending.  One line per connection on stdout.
 """
 
 import hashlib
@@ -12,6 +17,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 MAGIC = 0x414d5550
 HELLO, AUTH, PUT, GET, GET_REPLY, INVAL, SUSPEND, RESUME, PING, PONG = \
@@ -156,6 +162,53 @@ def run(host, port, secret, case):
     return 'ok'
 
 
+def lender_handshake(c, secret):
+    """The lender's side of the handshake on the accepted socket C."""
+    p = Peer.__new__(Peer)
+    p.s, p.seq = c, 0
+    nonce = os.urandom(16)
+    p.send(HELLO, struct.pack('<IHHHH', MAGIC, 1, 1, LENDER, 0) +
+           nonce + b'hostile'.ljust(16, b'\0'))
+    t, _, hello = p.recv()
+    assert t == HELLO, t
+    theirs = hello[12:28]
+    p.send(AUTH, hmac.new(secret, b'puma1-lender' + nonce + theirs,
+                          hashlib.sha256).digest())
+    t, _, _ = p.recv()
+    assert t == AUTH, t
+    return p
+
+
+def serve_lender(port, secret, delay):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(('0.0.0.0', port))
+    ls.listen(4)
+    n = 0
+    while True:
+        c, addr = ls.accept()
+        n += 1
+        puts = gets = 0
+        try:
+            p = lender_handshake(c, secret)
+            while True:
+                t, _, body = p.recv()
+                if t == PUT:
+                    puts += struct.unpack('<I', body[:4])[0]
+                elif t == GET:
+                    gets += 1
+                    break
+            time.sleep(delay)
+        except (EOFError, OSError, AssertionError) as e:
+            print('connection %d: %r' % (n, e), flush=True)
+        c.close()
+        print('connection %d closed: %d puts, %d gets' % (n, puts, gets),
+              flush=True)
+
+
 if __name__ == '__main__':
+    if sys.argv[1] == '--lender':
+        serve_lender(int(sys.argv[2]), sys.argv[3].encode(),
+                     float(sys.argv[4]))
     print(run(sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(),
               sys.argv[4]))

@@ -8,7 +8,9 @@ with its reason in the kernel log and counted; a well-formed exchange on a
 new connection must still work; the module must unload cleanly.
 """
 
+import hashlib
 import os
+import subprocess
 import sys
 
 import pytest
@@ -78,3 +80,85 @@ def test_hostile_peer_is_disconnected(lab, kernel):
     assert test_puma.stats(lender)['lend_drop_capacity'] == 1
     lender.run('rmmod puma')
     test_puma.check_dmesg(lender)
+
+
+# What the kernel prints for a use after free or a broken list, besides
+# test_puma.BAD_DMESG.
+CORRUPTION = ('Poison overwritten', 'list_del corruption',
+              'list_add corruption', 'kernel BUG', 'BUG ')
+
+
+@pytest.mark.parametrize('kernel', paths.KERNELS)
+def test_gets_time_out_while_lender_goes(lab, kernel, tmp_path):
+    """Gets that time out while their connection is being torn down.
+
+    A hostile lender takes the borrower's puts, never answers a get, and
+    closes the connection 50 ms after the first one.  The module's
+    fault_down_delay_ms makes puma_peer_down() wait 2 s before it fails
+    each pending get, so every one of them times out meanwhile (timeout
+    100 ms) and its reader goes on and frees the request.  The borrower
+    boots with SLUB poisoning of kmalloc caches: a request touched after
+    it was freed shows as a list corruption, a protection fault or
+    overwritten poison in the kernel log.  Several rounds; every read
+    returns the right data; the module unloads.
+    """
+    payload = tmp_path / 'payload'
+    payload.mkdir()
+    want = {}
+    for i in range(4):
+        blob = os.urandom(512 * 1024)
+        (payload / ('f%d' % i)).write_bytes(blob)
+        want['/mnt/data/f%d' % i] = hashlib.sha256(blob).hexdigest()
+    disk = vm.make_data_disk(lab.path('data.img'), 64, str(payload))
+    share = test_puma.share_with_module(lab, kernel)
+    borrower = vm.Guest(lab, 'borr', kernel=kernel, mem_mb=384, vcpus=2,
+                        nics=1, share=share, disks=[disk],
+                        append='slub_debug=FZP,kmalloc-*').start()
+    netns.set_addr(lab.ns, 'br0', '10.77.0.250/24')
+    log = open(lab.path('hostile-lender.log'), 'w')
+    srv = subprocess.Popen(['ip', 'netns', 'exec', lab.ns, sys.executable,
+                            HOSTILE, '--lender', str(test_puma.PORT),
+                            test_puma.KEY, '0.05'],
+                           stdout=log, stderr=subprocess.STDOUT)
+    try:
+        borrower.wait_booted()
+        borrower.run('insmod /mnt/host/puma.ko fault_down_delay_ms=2000')
+        borrower.run('/mnt/host/pumactl key %s && '
+                     '/mnt/host/pumactl set rtt_guard_us 0 && '
+                     '/mnt/host/pumactl set get_timeout_us 100000 && '
+                     '/mnt/host/pumactl set seq_filter 0 && '
+                     '/mnt/host/pumactl role borrower && '
+                     '/mnt/host/pumactl peer add 10.77.0.250:%d'
+                     % (test_puma.KEY, test_puma.PORT))
+        borrower.run('mkdir -p /mnt/data && mount /dev/vdb /mnt/data')
+        borrower.run('cat /mnt/data/f* > /dev/null')
+        for _ in range(4):
+            before = test_puma.stats(borrower)['disconnects']
+            test_puma.wait_for(borrower,
+                               'grep -q " ready" /sys/kernel/puma/peers',
+                               'borrower connects to the lender')
+            borrower.run('sync && echo 1 > /proc/sys/vm/drop_caches')
+            test_puma.wait_for(borrower,
+                               'grep -q "queued=0" /sys/kernel/puma/peers',
+                               'puts sent')
+            out = borrower.run('for f in /mnt/data/f*; do '
+                               'sha256sum $f & done; wait', timeout=120).out
+            got = dict(reversed(ln.split()) for ln in out.splitlines())
+            assert got == want, out
+            test_puma.wait_for(borrower,
+                               '/mnt/host/pumactl stats disconnects | '
+                               'grep -qvx %d' % before,
+                               'the lender closes the connection')
+            dmesg = borrower.run('dmesg').out
+            for bad in test_puma.BAD_DMESG + CORRUPTION:
+                assert bad not in dmesg, dmesg[-6000:]
+        st = test_puma.stats(borrower)
+        assert st['get_timeouts'] >= 4, st
+        borrower.run('rmmod puma', timeout=120)
+        dmesg = test_puma.check_dmesg(borrower)
+        for bad in CORRUPTION:
+            assert bad not in dmesg, dmesg[-6000:]
+    finally:
+        srv.kill()
+        srv.wait()
+        log.close()
