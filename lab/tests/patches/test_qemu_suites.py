@@ -35,7 +35,8 @@ MEMORY_SERVER_UNIT_TESTS = ('test-memory-server-frame',
 SPLIT_QTESTS = ('/x86_64/migration/split/options',
                 '/x86_64/migration/split/tcp',
                 '/x86_64/migration/split/again/split',
-                '/x86_64/migration/split/again/plain')
+                '/x86_64/migration/split/again/plain',
+                '/x86_64/migration/split/save-refused')
 
 # Upstream's migration qtests on the paths our series changes: precopy
 # over TCP, post-copy (userfaultfd, as our pager) with its recovery, and
