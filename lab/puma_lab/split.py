@@ -155,6 +155,25 @@ class QmpGuest:
         self.migrate_start(dst_host, servers, limit, **kw)
         self.migrate_wait()
 
+    def save_to_file(self, path, split=False, timeout=300):
+        """Migrate to file:PATH, as a save does; x-split as SPLIT says.
+
+        Returns (ok, error): ok when the migration completed, else
+        query-migrate's error-desc.
+        """
+        qmp_migration.set_capabilities(self.vm, {'x-split': split})
+        self.vm.qmp('migrate', uri='file:' + path)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = self.vm.qmp('query-migrate')
+            if info.get('status') in ('completed', 'failed', 'cancelled'):
+                return (info['status'] == 'completed',
+                        info.get('error-desc', ''))
+            time.sleep(0.2)
+        raise errors.LabError('save of %s to %s still %s after %ds'
+                              % (self.name, path, info.get('status'),
+                                 timeout))
+
     def migration_progress(self):
         """{'status': query-migrate's, 'ram_transferred': bytes sent}."""
         info = self.mig.poll()
@@ -299,6 +318,14 @@ class VirshGuest:
     def migrate(self, dst_host, servers=(), limit=0, **kw):
         self.migrate_start(dst_host, servers, limit, **kw)
         self.migrate_wait()
+
+    def save_to_file(self, path, timeout=300):
+        """``virsh save`` to PATH; returns (ok, virsh's error)."""
+        try:
+            self.host.virsh('save', self.name, path, timeout=timeout)
+        except errors.LabError as e:
+            return False, str(e)
+        return True, ''
 
     def migration_progress(self):
         """{'status': 'active' while the job runs, 'ram_transferred'}.

@@ -11,6 +11,7 @@ command, the memory server binary, virsh's --split options) fails them
 with that reason (``require``, lab/tests/conftest.py).
 """
 
+import os
 import re
 import time
 
@@ -127,8 +128,33 @@ def test_split_there_and_back(driver, lab):
     assert srv.alive()
 
 
+def save_refused(driver, g, path):
+    """A save to a file would have to hold all of G's memory: refused.
+
+    The VM runs on where it is, still split, its pages still on the
+    server; memverify checks the memory at the end of the test.
+    """
+    held = g.qmp('x-query-split')['remote-pages']
+    tries = [(True, 'x-split'), (False, 'memory server')] \
+        if driver == 'qmp' else [(None, 'memory server')]
+    for split_on, why in tries:
+        if driver == 'qmp':
+            ok, err = g.save_to_file(path, split=split_on)
+        else:
+            ok, err = g.save_to_file(path)
+        print('save with x-split %s:' % split_on, ok, err)
+        assert not ok and why in err, (ok, err)
+        assert wait_state(g, 'running') == 'running'
+        st = g.qmp('x-query-split')
+        assert st['state'] == 'active', st
+        assert st['remote-pages'] > 0 and held > 0, st
+        assert [s['state'] for s in st['servers']] == ['up'], st
+
+
 def test_split_then_plain_migration(driver, lab):
     a, b, c, srv, g, pid = split_to_b(driver, lab, 'vm7')
+    save_refused(driver, g, os.path.join(b.dir, 'vm7.save'))
+    assert srv.stats()['total_pages'] > 0
 
     # B pages everything in and sends it all in the migration stream; C
     # forgets the VM.
