@@ -428,6 +428,13 @@ REFUSED = {
     # libvirtd: QEMU classifies pages in the one migration thread.
     'parallel': (['--split-main-limit', str(LIMIT), '--parallel'],
                  'split migration is not supported with parallel'),
+    # libvirtd: QEMU splits only a stream to the destination over a
+    # socket, and a tunnelled one goes through libvirtd.
+    'tunnelled': (['--split-main-limit', str(LIMIT), '--tunnelled'],
+                  'split migration is not supported with tunnelled'),
+    # libvirtd: the memory servers are reached without TLS.
+    'tls': (['--split-main-limit', str(LIMIT), '--tls'],
+            'split migration is not supported with TLS'),
 }
 
 
