@@ -19,12 +19,14 @@ takes both as typed parameters of ``migrateToURI3`` together with the
 ``VIR_MIGRATE_SPLIT`` flag.
 """
 
+from nova import conf as nova_conf
 from nova import exception
 from nova.virt import hardware
 from oslo_log import log as logging
 from oslo_utils import strutils
 from oslo_utils import units
 
+CONF = nova_conf.CONF
 LOG = logging.getLogger(__name__)
 
 # The Python bindings of an unpatched libvirt do not know the flag.
@@ -85,6 +87,24 @@ def refusal(instance):
     return None
 
 
+def config_refusal():
+    """Why this host's live migrations cannot be split, or None.
+
+    libvirt refuses a split migration that is tunnelled (QEMU splits only
+    a stream that goes to the destination over a socket) or asked to use
+    TLS (the memory servers are reached without it, so pages would cross
+    the network in clear). Nova would add either flag to every live
+    migration; neither may be dropped silently.
+    """
+    if CONF.libvirt.live_migration_with_native_tls:
+        return ('[libvirt] live_migration_with_native_tls is set and the '
+                'memory servers are reached without TLS')
+    if CONF.libvirt.live_migration_tunnelled:
+        return ('[libvirt] live_migration_tunnelled is set and a tunnelled '
+                'migration cannot be split')
+    return None
+
+
 def check_splittable(instance):
     """Raise MigrationPreCheckError unless the instance may be split."""
     if not is_allowed(instance):
@@ -93,7 +113,7 @@ def check_splittable(instance):
                    'destination and its flavor does not allow a split '
                    'migration (%s=%s)' % (instance.uuid, EXTRA_SPEC,
                                           ALLOWED))
-    reason = refusal(instance)
+    reason = refusal(instance) or config_refusal()
     if reason:
         raise exception.MigrationPreCheckError(
             reason='split migration of %s refused: %s' % (instance.uuid,

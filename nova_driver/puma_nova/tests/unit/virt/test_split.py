@@ -58,6 +58,20 @@ class SplitRefusalTest(test.NoDBTestCase):
                                split.check_splittable, instance)
         self.assertIn(words, str(ex))
 
+    def test_native_tls(self):
+        # libvirt refuses VIR_MIGRATE_TLS with VIR_MIGRATE_SPLIT.
+        self.flags(live_migration_with_native_tls=True, group='libvirt')
+        self._refused(_instance({'puma:split': 'allowed'}),
+                      'live_migration_with_native_tls')
+
+    def test_tunnelled(self):
+        self.flags(live_migration_tunnelled=True, group='libvirt')
+        self._refused(_instance({'puma:split': 'allowed'}),
+                      'live_migration_tunnelled')
+
+    def test_plain_transport_accepted(self):
+        self.assertIsNone(split.config_refusal())
+
     def test_numa_topology(self):
         numa = objects.InstanceNUMATopology(cells=[
             objects.InstanceNUMACell(id=0, cpuset=set([0]), pcpuset=set(),
