@@ -81,11 +81,16 @@ class ExecResult:
 class GuestAgent:
     """Commands in the guest, with their output and exit status."""
 
-    def __init__(self, transport, name):
+    def __init__(self, transport, name, request_timeout=10):
         self.transport = transport
         self.name = name
+        # How long one request may take: a guest that is busy (a kernel
+        # host running L2 guests under emulated SVM) answers slowly.
+        self.request_timeout = request_timeout
 
-    def request(self, execute, timeout=10, **arguments):
+    def request(self, execute, timeout=None, **arguments):
+        if timeout is None:
+            timeout = self.request_timeout
         cmd = {'execute': execute}
         if arguments:
             cmd['arguments'] = arguments
