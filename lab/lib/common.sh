@@ -20,16 +20,16 @@ export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 # 3). Patterns, resolved against the configured apt sources at fetch time:
 # the newest matching version that the registry actually serves is used
 # (the index can list a version before its files are downloadable). Set
-# PUMA_QEMU_VERSION, PUMA_LIBVIRT_VERSION, PUMA_LINUX_VERSION or
-# PUMA_KERNEL_6_1_VERSION / PUMA_KERNEL_6_12_VERSION (linux-image-amd64)
-# to pin one exact version instead (docs/lab.md).
+# PUMA_QEMU_VERSION, PUMA_LIBVIRT_VERSION or PUMA_KERNEL_6_1_VERSION /
+# PUMA_KERNEL_6_12_VERSION (linux-image-amd64) to pin one exact version
+# instead (docs/lab.md).
 QEMU_SRC_PKG=qemu
 QEMU_SRC_VERSION_GLOB='1:10.0.*'
 LIBVIRT_SRC_PKG=libvirt
 LIBVIRT_SRC_VERSION_GLOB='11.3.0-*'
-# Host kernel for the KVM series.
+# Host kernel for the KVM series: the source of the 6.12 guest kernel,
+# which kernel hosts run (lab/lib/stack.sh, install_kvm).
 LINUX_SRC_PKG=linux
-LINUX_SRC_VERSION_GLOB='6.12.*'
 # Guest kernels: Debian 12 (6.1) and bookworm-backports (6.12).
 
 PUMA_KERNELS="6.1 6.12"

@@ -34,10 +34,11 @@ configure_apt_sources()
 	local want
 	want=$(cat <<-'SRC'
 	# Written by puma lab/setup: trixie sources for QEMU/libvirt,
-	# bookworm-backports for meson and the 6.12 guest kernel.
+	# bookworm-backports for meson, the 6.12 guest kernel and its
+	# source (the KVM series is built against it).
 	Types: deb-src
 	URIs: http://deb.debian.org/debian
-	Suites: trixie
+	Suites: trixie bookworm-backports
 	Components: main
 	Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 

@@ -241,32 +241,62 @@ configure_libvirt()
 	ninja -C build -j"$(nproc)" && ninja -C build install
 }
 
-# configure_kvm - build arch/x86/kvm of Debian's 6.12 source with Debian's
-# config (taken from the 6.12 guest kernel's headers) and our series. There
-# is no usable hardware KVM on lab machines: this is the compile test.
+# configure_kvm - build our KVM modules out of tree against the headers of
+# the lab's stock 6.12 guest kernel, so that a kernel host running that
+# kernel loads them (same vermagic and symbol versions; they taint it as
+# out-of-tree and unsigned). The sources are arch/x86/kvm and virt/kvm of
+# the same Debian source version with our series, and the headers our
+# series changes; everything else comes from Debian's headers packages,
+# copied so that the cache of the guest kernel stays untouched.
 configure_kvm()
 {
-	local prefix=$1 sid=$2 rel
-	rel=$(cat "$PUMA_CACHE/kernels/6.12/release") || return 1
-	cp "$PUMA_CACHE/kernels/6.12/root/boot/config-$rel" .config || return 1
-	scripts/config --set-str LOCALVERSION "-puma-$sid" \
-		--set-str SYSTEM_TRUSTED_KEYS "" \
-		--set-str SYSTEM_REVOCATION_KEYS "" \
-		--disable MODULE_SIG_ALL --disable DEBUG_INFO_BTF || return 1
-	# No vmlinux is built: take the exported symbols from Debian's headers
-	# package of the same series (a symbol missing there stays a warning).
-	cp "$PUMA_CACHE/kernels/6.12/root/usr/src/linux-headers-$rel/Module.symvers" . ||
+	local prefix=$1 sid=$2 rel kroot common work hdr f base
+	rel=$(kernel_release 6.12) || return 1
+	kroot=$PUMA_CACHE/kernels/6.12/root
+	common=$(sed -n 's|^include \(.*\)/Makefile$|\1|p' \
+		"$kroot/usr/src/linux-headers-$rel/Makefile")
+	[ -d "$common" ] || { echo "no common headers for $rel" >&2; return 1; }
+	work=$PWD/puma-oot
+	rm -rf "$work" && mkdir -p "$work/usr/src" "$work/usr/lib"
+	cp -a "$kroot/usr/src/linux-headers-$rel" "$common" "$work/usr/src/" &&
+		cp -a "$kroot/usr/lib/linux-kbuild-"* "$work/usr/lib/" || return 1
+	hdr=$work/usr/src/linux-headers-$rel
+	common=$work/usr/src/${common##*/}
+	echo "include $common/Makefile" >"$hdr/Makefile"
+	# The headers our series changes (e.g. kvm_host.h), then the sources.
+	base=$(git rev-list --max-parents=0 HEAD)
+	for f in $(git diff --name-only "$base" HEAD -- include arch/x86/include); do
+		mkdir -p "$common/${f%/*}" && cp "$f" "$common/$f" || return 1
+	done
+	mkdir -p "$common/virt" &&
+		cp -a arch/x86/kvm "$common/arch/x86/" &&
+		cp -a virt/kvm "$common/virt/" || return 1
+	make -C "$hdr" M="$common/arch/x86/kvm" -j"$(nproc)" modules ||
 		return 1
-	make olddefconfig &&
-		make -j"$(nproc)" modules_prepare &&
-		make -j"$(nproc)" KBUILD_MODPOST_WARN=1 M=arch/x86/kvm modules ||
-		return 1
-	mkdir -p "$prefix" && cp arch/x86/kvm/*.ko "$prefix/"
+	mkdir -p "$prefix" && cp "$common"/arch/x86/kvm/*.ko "$prefix/" &&
+		echo "$rel" >"$prefix/release"
+}
+
+# kernel_source_version NAME - the version of Debian's linux source that
+# guest kernel NAME was built from (the source of its headers package).
+kernel_source_version()
+{
+	local name=$1 rel meta
+	rel=$(kernel_release "$name") || return 1
+	meta=$(cat "$PUMA_CACHE/kernels/$name/version")
+	apt-cache show "linux-headers-$rel=$meta" 2>/dev/null | awk '
+		/^Source:/ && NF > 2 { v = $3; gsub(/[()]/, "", v) }
+		/^Version:/ && !ver { ver = $2 }
+		END { print (v != "" ? v : ver) }'
 }
 
 install_kvm()
 {
-	build_component "$LINUX_SRC_PKG" "$LINUX_SRC_VERSION_GLOB" \
+	local ver
+	# Exactly the kernel host's kernel: other versions do not load into it.
+	ver=$(kernel_source_version 6.12)
+	[ -n "$ver" ] || die "cannot find the source version of guest kernel 6.12 (run lab/setup kernels)"
+	build_component "$LINUX_SRC_PKG" "$ver" \
 		"$PUMA_TOP/kvm-patches" configure_kvm
 }
 

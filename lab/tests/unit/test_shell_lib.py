@@ -151,3 +151,40 @@ def test_failed_step_shows_its_log_and_status(tmp_path):
            'run_with_progress %s thing work' % (tmp_path / 'log'))
     assert p.returncode == 3
     assert 'cc: error: boom' in p.stderr
+
+
+# apt-cache show PKG=VER of a kernel's headers package; $SOURCE is its
+# Source: field (Debian leaves the version out when it is the package's).
+FAKE_APT_CACHE_SHOW = r'''#!/bin/bash
+[ "$1" = show ] || exit 1
+printf 'Package: %s\nSource: %s\nVersion: %s\n\n' "${2%%=*}" "$SOURCE" \
+    "${2#*=}"
+'''
+
+
+def fake_kernel(tmp_path, source):
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    (bindir / 'apt-cache').write_text(FAKE_APT_CACHE_SHOW)
+    (bindir / 'apt-cache').chmod(0o755)
+    k = tmp_path / 'cache' / 'kernels' / '6.12'
+    k.mkdir(parents=True)
+    (k / 'good').write_text('')
+    (k / 'release').write_text('6.12.95+deb12-amd64\n')
+    (k / 'version').write_text('6.12.95-1~bpo12+1\n')
+    return dict(PATH='%s:%s' % (bindir, os.environ['PATH']),
+                PUMA_CACHE=str(tmp_path / 'cache'), SOURCE=source)
+
+
+def test_kvm_source_is_the_guest_kernels_own(tmp_path):
+    p = stack_sh('kernel_source_version 6.12',
+                 **fake_kernel(tmp_path, 'linux'))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == '6.12.95-1~bpo12+1'
+
+
+def test_kvm_source_version_from_the_source_field(tmp_path):
+    p = stack_sh('kernel_source_version 6.12',
+                 **fake_kernel(tmp_path, 'linux (6.12.95-2~bpo12+1)'))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == '6.12.95-2~bpo12+1'
