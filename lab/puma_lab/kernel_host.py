@@ -17,10 +17,12 @@ where the L2 consoles go: the lab reads them without asking the kernel
 host's agent, which answers slowly while an L2 guest boots.
 """
 
+import json
 import os
 import shlex
 import time
 
+from puma_lab import agent
 from puma_lab import errors
 from puma_lab import paths
 from puma_lab import vm
@@ -48,13 +50,17 @@ class KernelHost(vm.Guest):
         self.out_dir = lab.path(name, 'l2')
         out = ['-fsdev', 'local,id=fsl2,path=%s,security_model=none'
                % self.out_dir,
-               '-device', 'virtio-9p-pci,fsdev=fsl2,mount_tag=l2out']
+               '-device', 'virtio-9p-pci,fsdev=fsl2,mount_tag=l2out',
+               # A kernel host that resets (a triple fault, a panic) ends
+               # instead of booting again under the lab's feet.
+               '-no-reboot']
         super().__init__(lab, name, kernel='6.12', mem_mb=mem_mb,
                          vcpus=vcpus, cpu='max', share='/',
                          share_readonly=True,
                          extra_args=out + list(extra_args), **kwargs)
         self.agent.request_timeout = REQUEST_TIMEOUT
         self.kvm_ready = False
+        self.kvm_patched = False
 
     def start(self):
         os.makedirs(self.out_dir, exist_ok=True)
@@ -64,16 +70,48 @@ class KernelHost(vm.Guest):
         return self.run('sh -c %s' % shlex.quote(script), timeout=timeout,
                         check=check)
 
-    def load_kvm(self):
-        """Load Debian's kvm_amd from the lab's 6.12 module tree."""
+    def load_kvm(self, patched=False):
+        """Load KVM: Debian's kvm_amd, or with PATCHED ours.
+
+        Ours are the modules of ``lab/setup kvm``: the KVM series built out
+        of tree against this very kernel's headers.  A KVM loaded before is
+        unloaded first (no L2 guest may run).
+        """
         root = SHARE + paths.kernel('6.12').root
-        self.sh('modprobe -d %s kvm_amd' % shlex.quote(root))
+        if self.kvm_ready:
+            self.sh('rmmod kvm_amd kvm')
+        npt_before = self.run('dmesg').out.count('Nested Paging enabled')
+        if patched:
+            mods = kvm_modules()
+            # Their dependencies but kvm itself come from the stock tree.
+            deps = set()
+            for ko in ('kvm.ko', 'kvm-amd.ko'):
+                deps.update(d for d in self.run(
+                    'modinfo -F depends %s/%s' % (SHARE + mods, ko)
+                ).out.strip().split(',') if d and d != 'kvm')
+            self.sh('set -e; modprobe -d %s -a %s; insmod %s/kvm.ko; '
+                    'insmod %s/kvm-amd.ko'
+                    % (shlex.quote(root), ' '.join(sorted(deps)),
+                       SHARE + mods, SHARE + mods))
+        else:
+            self.sh('modprobe -d %s kvm_amd' % shlex.quote(root))
         log = self.run('dmesg').out
-        if 'Nested Paging enabled' not in log or \
+        if log.count('Nested Paging enabled') <= npt_before or \
                 self.run('test -c /dev/kvm', check=False).rc != 0:
             raise errors.LabError('kernel host %s: kvm_amd loaded without '
                                   'nested paging or /dev/kvm:\n%s'
                                   % (self.name, log[-2000:]))
+        self.kvm_patched = patched
+        if not self.kvm_ready:
+            self._make_chroot()
+        self.kvm_ready = True
+        return self
+
+    def kvm_taint(self):
+        """The taint flags of the loaded kvm module (O: out of tree)."""
+        return self.run('cat /sys/module/kvm/taint').out.strip()
+
+    def _make_chroot(self):
         # The chroot the L2 QEMUs run in: the host's root, read-only, with
         # this guest's devices, proc, sys and a tmpfs over it.
         self.sh('set -e; r=%s; mount -t tmpfs tmpfs $r/run; '
@@ -82,8 +120,6 @@ class KernelHost(vm.Guest):
                 'mount -t sysfs sysfs $r/sys; mkdir -p $r%s; '
                 'mount -t 9p -o trans=virtio,version=9p2000.L l2out $r%s'
                 % (SHARE, L2_DIR, L2_OUT, L2_OUT))
-        self.kvm_ready = True
-        return self
 
     def kvm_stat(self, name):
         """One of KVM's own counters (debugfs), summed over its VMs."""
@@ -97,16 +133,79 @@ class KernelHost(vm.Guest):
                        timeout=timeout, check=check)
 
 
+def kvm_modules():
+    """The host directory of our KVM modules, checked against the kernel."""
+    prefix = os.path.join(paths.built('linux'), 'prefix')
+    with open(os.path.join(prefix, 'release')) as f:
+        built_for = f.read().strip()
+    if built_for != paths.kernel('6.12').release:
+        raise errors.LabError('our KVM modules were built for %s, kernel '
+                              'hosts run %s (run lab/setup kvm)'
+                              % (built_for, paths.kernel('6.12').release))
+    return prefix
+
+
+# Runs in a kernel host's chroot: one request to an L2 guest's agent
+# socket, after a guest-sync that flushes what an earlier client left.
+_QGA_RELAY = r'''
+import json, random, socket, sys
+path, req, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(timeout)
+s.connect(path)
+f = s.makefile("rwb")
+def recv():
+    while True:
+        line = f.readline()
+        if not line:
+            sys.exit("guest agent closed the connection")
+        line = line.strip(b"\xff \r\n")
+        if line:
+            return json.loads(line)
+tok = random.randrange(1, 2 ** 31)
+f.write(json.dumps({"execute": "guest-sync",
+                    "arguments": {"id": tok}}).encode() + b"\n")
+f.flush()
+while recv().get("return") != tok:
+    pass
+f.write(req.encode() + b"\n")
+f.flush()
+print(json.dumps(recv()))
+'''
+
+
+class NestedTransport:
+    """An L2 guest's agent, relayed by its kernel host's agent."""
+
+    def __init__(self, host, path):
+        self.host = host
+        self.path = path
+
+    def __call__(self, cmd, timeout):
+        p = self.host.chroot('python3 -c %s %s %s %d'
+                             % (shlex.quote(_QGA_RELAY),
+                                shlex.quote(self.path),
+                                shlex.quote(json.dumps(cmd)), timeout),
+                             timeout=timeout + REQUEST_TIMEOUT, check=False)
+        if p.rc != 0:
+            raise OSError('relay in %s: %s'
+                          % (self.host.name, p.err.strip()[-500:]))
+        return json.loads(p.out)
+
+
 class NestedGuest:
     """An L2 guest: the lab's QEMU under KVM inside a kernel host.
 
     It boots a stock lab guest kernel with the lab's initramfs and root
-    image (the same as an L1 guest's), its console in a file of the kernel
-    host.
+    image (the same as an L1 guest's), its console in a file the lab reads.
+    Its agent answers through the kernel host's (``run`` as for any lab
+    guest, a few seconds a request).  SHARE, a directory below the kernel
+    host's ``out_dir``, is shared read-only as the guest's ``/mnt/host``;
+    CPU is QEMU's ``-cpu`` (``host`` plus features, e.g. ``kvm-shoot4u=on``).
     """
 
     def __init__(self, host, name, kernel='6.1', mem_mb=256, vcpus=1,
-                 append=''):
+                 append='', share=None, cpu='host'):
         if not host.kvm_ready:
             raise errors.LabError('kernel host %s: load_kvm() first'
                                   % host.name)
@@ -116,6 +215,14 @@ class NestedGuest:
         self.mem_mb = mem_mb
         self.vcpus = vcpus
         self.append = append
+        self.cpu = cpu
+        self.share = None
+        if share is not None:
+            rel = os.path.relpath(share, host.out_dir)
+            if rel.startswith('..'):
+                raise errors.LabError('an L2 share must be below %s: %s'
+                                      % (host.out_dir, share))
+            self.share = os.path.join(L2_OUT, rel)
         # Written by the L2 QEMU on the kernel host's writable share, read
         # by the lab directly (kept with the lab's logs).
         self.console_log = '%s/%s.console.log' % (L2_OUT, name)
@@ -123,14 +230,22 @@ class NestedGuest:
                                          '%s.console.log' % name)
         self.pidfile = '%s/%s.pid' % (L2_DIR, name)
         self.qga_path = '%s/%s.qga' % (L2_DIR, name)
+        self.agent = agent.GuestAgent(NestedTransport(host, self.qga_path),
+                                      name, request_timeout=30)
 
     def argv(self):
         cmdline = ['console=ttyS0', 'loglevel=7', 'no_timer_check',
                    'puma.root=/dev/vda', 'puma.hostname=%s' % self.name]
+        extra = []
+        if self.share:
+            extra = ['-fsdev', 'local,id=fs0,path=%s,security_model=none,'
+                     'readonly=on' % self.share,
+                     '-device', 'virtio-9p-pci,fsdev=fs0,mount_tag=host']
+            cmdline.append('puma.share=host')
         if self.append:
             cmdline.append(self.append)
         return [paths.qemu_binary(), '-name', self.name,
-                '-machine', 'q35', '-accel', 'kvm', '-cpu', 'host',
+                '-machine', 'q35', '-accel', 'kvm', '-cpu', self.cpu,
                 '-smp', str(self.vcpus), '-m', str(self.mem_mb),
                 '-nodefaults', '-display', 'none', '-no-user-config',
                 '-kernel', self.kernel.vmlinuz,
@@ -148,7 +263,7 @@ class NestedGuest:
                 % paths.root_image(),
                 '-device', 'virtio-blk-pci,drive=d0',
                 '-daemonize', '-pidfile', self.pidfile,
-                '-append', ' '.join(cmdline)]
+                '-append', ' '.join(cmdline)] + extra
 
     def start(self):
         self.started = time.monotonic()
@@ -193,6 +308,13 @@ class NestedGuest:
         raise errors.LabError('L2 guest %s did not boot in %ds:\n%s'
                               % (self.name, timeout,
                                  self.console()[-2000:]))
+
+    def run(self, command, timeout=120, check=True):
+        return self.agent.run(command, timeout=timeout, check=check)
+
+    def tlb_ipis(self):
+        """TLB shootdown IPIs the guest received, summed over its CPUs."""
+        return vm.tlb_ipis(self.run('cat /proc/interrupts').out, self.name)
 
     def stop(self):
         self.host.chroot('kill "$(cat %s)" 2>/dev/null; true' % self.pidfile)

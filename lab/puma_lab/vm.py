@@ -67,6 +67,14 @@ def make_data_disk(path, size_mb, files_dir=None, label='data',
     return Disk(path)
 
 
+def tlb_ipis(interrupts, name):
+    """The TLB shootdown IPIs in /proc/interrupts, summed over CPUs."""
+    for line in interrupts.splitlines():
+        if line.strip().startswith('TLB:'):
+            return sum(int(f) for f in line.split()[1:] if f.isdigit())
+    raise errors.LabError('guest %s: no TLB line in /proc/interrupts' % name)
+
+
 class Guest:
     """One QEMU process running a lab guest."""
 
@@ -222,11 +230,7 @@ class Guest:
 
     def tlb_ipis(self):
         """TLB shootdown IPIs the guest received, summed over its CPUs."""
-        for line in self.run('cat /proc/interrupts').out.splitlines():
-            if line.strip().startswith('TLB:'):
-                return sum(int(f) for f in line.split()[1:] if f.isdigit())
-        raise errors.LabError('guest %s: no TLB line in /proc/interrupts'
-                              % self.name)
+        return tlb_ipis(self.run('cat /proc/interrupts').out, self.name)
 
     def stop(self, timeout=10):
         if self.proc is None or self.proc.poll() is not None:
