@@ -234,8 +234,12 @@ class NestedGuest:
                                       name, request_timeout=30)
 
     def argv(self):
+        # hpet=disable: with the HPET, SMP L2 guests reset at boot right
+        # after "PCI: Using ACPI for IRQ routing", and some took the kernel
+        # host with them (docs/lab.md).
         cmdline = ['console=ttyS0', 'loglevel=7', 'no_timer_check',
-                   'puma.root=/dev/vda', 'puma.hostname=%s' % self.name]
+                   'hpet=disable', 'puma.root=/dev/vda',
+                   'puma.hostname=%s' % self.name]
         extra = []
         if self.share:
             extra = ['-fsdev', 'local,id=fs0,path=%s,security_model=none,'

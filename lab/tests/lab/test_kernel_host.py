@@ -28,10 +28,8 @@ from puma_lab import paths
 
 BAD_DMESG = ('BUG:', 'Oops', 'general protection', 'Call Trace')
 # Without KVM's own PV TLB flush, so that the native baseline sends IPIs
-# (benches compare the two). Without PV IPIs, unhalt, sched yield and
-# async PF interrupts: with them an SMP 6.12 L2 guest hung or reset the
-# kernel host at "PCI: Using ACPI for IRQ routing" (2 and 4 vCPUs, stock
-# and our KVM alike; docs/lab.md), and one 6.1 L2 guest reset once there.
+# (benches compare the two); without PV IPIs, unhalt, sched yield and
+# async PF interrupts, the model the SMP L2 boots of docs/lab.md used.
 S4U_CPU = ('host,kvm-pv-tlb-flush=off,kvm-pv-ipi=off,kvm-pv-unhalt=off,'
            'kvm-pv-sched-yield=off,kvm-asyncpf-int=off,kvm-shoot4u=on')
 OPS = 300
