@@ -274,7 +274,15 @@ configure_kvm()
 	make -C "$hdr" M="$common/arch/x86/kvm" -j"$(nproc)" modules ||
 		return 1
 	mkdir -p "$prefix" && cp "$common"/arch/x86/kvm/*.ko "$prefix/" &&
-		echo "$rel" >"$prefix/release"
+		echo "$rel" >"$prefix/release" || return 1
+	# KVM's selftest of PV features, with the Shoot4U row, for kernel hosts
+	# (built against the patched tree's UAPI headers).
+	make O="$PWD/puma-hdr" headers &&
+		make -C tools/testing/selftests/kvm OUTPUT="$PWD/puma-selftests" \
+			KHDR_INCLUDES="-isystem $PWD/puma-hdr/usr/include" \
+			-j"$(nproc)" "$PWD/puma-selftests/x86_64/kvm_pv_test" &&
+		mkdir -p "$prefix/selftests" &&
+		cp puma-selftests/x86_64/kvm_pv_test "$prefix/selftests/"
 }
 
 # kernel_source_version NAME - the version of Debian's linux source that

@@ -100,6 +100,21 @@ def test_our_kvm_loads_into_the_stock_kernel(host):
     assert host.kvm_stat('shoot4u') == 0
 
 
+def test_kvm_selftest_pv_features(host):
+    """KVM's kvm_pv_test, built from the patched tree, on our KVM.
+
+    Its Shoot4U row: without the feature bit the hypercall is refused.
+    """
+    if not host.kvm_patched:
+        host.load_kvm(patched=True)
+    test = os.path.join(kernel_host.kvm_modules(), 'selftests',
+                        'kvm_pv_test')
+    p = host.chroot(test, timeout=600, check=False)
+    out = p.out + p.err
+    assert p.rc == 0, out
+    assert 'testing hcall: KVM_HC_SHOOT4U (21300)' in out, out
+
+
 @pytest.mark.parametrize('kernel', paths.KERNELS)
 def test_shoot4u_under_our_kvm(host, kernel):
     if not host.kvm_patched:

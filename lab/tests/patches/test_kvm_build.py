@@ -46,3 +46,10 @@ def test_kvm_has_the_shoot4u_hypercall():
     syms = subprocess.run(['nm', ko], capture_output=True, text=True,
                           check=True).stdout
     assert ' T kvm_pv_shoot4u' in syms
+
+
+def test_kvm_selftest_has_the_shoot4u_row():
+    test = os.path.join(paths.built('linux'), 'prefix', 'selftests',
+                        'kvm_pv_test')
+    with open(test, 'rb') as f:
+        assert b'KVM_HC_SHOOT4U' in f.read()
