@@ -8,6 +8,14 @@ with native IPIs and with shoot4u.ko loaded, alternately, in one run.
 Figures: shootdown latency percentiles seen by the initiator, the
 workload's runtime, TLB IPIs received and hypercalls issued; ``*_x`` are
 native / Shoot4U.
+
+``--host kvm`` adds, in the same run, the same in L2 guests under our KVM
+in a kernel host (``puma_lab.kernel_host``: a 2-vCPU TCG guest that runs
+KVM, so two 4-vCPU L2 guests overcommit it): native IPIs and Shoot4U in a
+guest without KVM's PV TLB flush, then KVM's PV TLB flush (preempted
+vCPUs skipped through steal time) and Shoot4U in a guest with it.
+Figures ``kvm_*``; ``kvm_*_x_ipi`` and ``kvm_*_x_pvflush`` are the other
+mode / Shoot4U.
 """
 
 import argparse
@@ -16,6 +24,7 @@ import shutil
 import statistics
 import sys
 
+from puma_lab import kernel_host
 from puma_lab import kmod
 from puma_lab import lab as lab_mod
 from puma_lab import paths
@@ -50,7 +59,16 @@ def run(argv):
     ap.add_argument('--ops', type=int, default=500)
     ap.add_argument('--rounds', type=int, default=2)
     ap.add_argument('--vcpus', type=int, default=4)
+    ap.add_argument('--host', default='tcg', choices=('tcg', 'kvm'),
+                    help='kvm: also L2 guests under KVM in a kernel host')
     args = ap.parse_args(argv)
+    out = run_tcg(args)
+    if args.host == 'kvm':
+        out.update(run_kvm(args))
+    return out
+
+
+def run_tcg(args):
     res = {'ipi': [], 's4u': []}
     ipis = {'ipi': 0, 's4u': 0}
     boosts = {}
@@ -106,4 +124,78 @@ def run(argv):
     out['p50_x'] = round(out['ipi_p50_us'] / out['s4u_p50_us'], 2)
     out['p99_x'] = round(out['ipi_p99_us'] / out['s4u_p99_us'], 2)
     out['runtime_x'] = round(out['ipi_total_s'] / out['s4u_total_s'], 2)
+    return out
+
+
+# The CPU model of the kernel-host tests (test_kernel_host.py) with and
+# without KVM's PV TLB flush.
+KVM_CPU = ('host,kvm-pv-ipi=off,kvm-pv-unhalt=off,kvm-pv-sched-yield=off,'
+           'kvm-asyncpf-int=off,kvm-shoot4u=on,kvm-pv-tlb-flush=%s')
+
+
+def storm(g, ops, res, mode):
+    before = g.tlb_ipis()
+    out = g.run('tlbstorm -n %d' % ops, timeout=3600).out
+    fig = parse(out)
+    fig['tlb_ipis'] = g.tlb_ipis() - before
+    res[mode].append(fig)
+    print('kvm %s: %s ipis=%d' % (mode, out.strip(), fig['tlb_ipis']),
+          file=sys.stderr)
+
+
+def run_kvm(args):
+    """Native IPIs, KVM's PV TLB flush and Shoot4U under our KVM."""
+    res = {'ipi': [], 'pvflush': [], 's4u': []}
+    # $PUMA_LOGS keeps the consoles (the kernel host's and its guests').
+    with lab_mod.Lab('bench-shoot4u-kvm',
+                     keep_logs=os.environ.get('PUMA_LOGS')) as lab:
+        kh = kernel_host.KernelHost(lab, 'kh').start().wait_booted()
+        kh.load_kvm(patched=True)
+        share = os.path.join(kh.out_dir, 'share')
+        os.makedirs(share)
+        built = kmod.build(paths.kernel(args.kernel), lab.path('build'))
+        shutil.copy(os.path.join(built, 'shoot4u.ko'), share)
+        busy = kernel_host.NestedGuest(kh, 'busy', kernel=args.kernel,
+                                       vcpus=args.vcpus, mem_mb=256,
+                                       cpu=KVM_CPU % 'off')
+        busy.start().wait_booted()
+        busy.agent.spawn('exec stress-ng --cpu %d --timeout 0 --quiet'
+                         % args.vcpus)
+        try:
+            for pv, base in (('off', 'ipi'), ('on', 'pvflush')):
+                g = kernel_host.NestedGuest(
+                    kh, 'test-pv' + pv, kernel=args.kernel, vcpus=args.vcpus,
+                    mem_mb=384, share=share, cpu=KVM_CPU % pv)
+                try:
+                    g.start().wait_booted()
+                    for _ in range(args.rounds):
+                        storm(g, args.ops, res, base)
+                        g.run('insmod /mnt/host/shoot4u.ko')
+                        storm(g, args.ops, res, 's4u')
+                        g.run('rmmod shoot4u')
+                finally:
+                    g.stop()
+        finally:
+            busy.stop()
+
+    def med(mode, key):
+        return round(statistics.median(f[key] for f in res[mode]), 1)
+
+    out = {}
+    for mode in res:
+        for key in ('p50_us', 'p99_us', 'total_s'):
+            out['kvm_%s_%s' % (mode, key)] = med(mode, key)
+            out['kvm_%s_%s_max' % (mode, key)] = round(
+                max(f[key] for f in res[mode]), 1)
+        out['kvm_%s_tlb_ipis' % mode] = sum(
+            f['tlb_ipis'] for f in res[mode])
+    s4u = {k: out['kvm_s4u_%s' % k] for k in ('p50_us', 'p99_us', 'total_s')}
+    out['kvm_p50_x_ipi'] = round(out['kvm_ipi_p50_us'] / s4u['p50_us'], 2)
+    out['kvm_p99_x_ipi'] = round(out['kvm_ipi_p99_us'] / s4u['p99_us'], 2)
+    out['kvm_p99_x_pvflush'] = round(out['kvm_pvflush_p99_us'] /
+                                     s4u['p99_us'], 2)
+    out['kvm_runtime_x_ipi'] = round(out['kvm_ipi_total_s'] /
+                                     s4u['total_s'], 2)
+    out['kvm_runtime_x_pvflush'] = round(out['kvm_pvflush_total_s'] /
+                                         s4u['total_s'], 2)
     return out
