@@ -29,6 +29,7 @@
 
 #define PUMA_VERSION "0.2"
 #define PUMA_MAX_PEERS 31
+#define PUMA_MAX_BKEYS 32	/* borrowers with their own key, on a lender */
 
 /* Counters: one per event and one per reason to refuse work. */
 enum puma_stat {
@@ -102,6 +103,8 @@ extern struct kobject *puma_kobj;
 int puma_control_init(void);
 void puma_control_exit(void);
 unsigned int puma_key_copy(u8 *buf);
+unsigned int puma_borrower_key_copy(__be32 addr, u8 *buf);
+int puma_key_parse(const char *s, size_t *len);
 
 /* A file identity in the borrower index (host endian). */
 struct puma_fkey {
