@@ -31,6 +31,9 @@ static const char *const puma_reasons[PUMA_REASON_MAX] = {
 	[PUMA_ERR_TIMEOUT] = "timeout",
 	[PUMA_ERR_IO] = "connection error",
 	[PUMA_ERR_NOKEY] = "no shared key configured",
+	[PUMA_ERR_TAG] = "bad message tag",
+	[PUMA_ERR_HS_TIMEOUT] = "handshake not finished in time",
+	[PUMA_ERR_EVICTED] = "too many unauthenticated connections",
 };
 
 const char *puma_reason_str(int reason)

@@ -1,20 +1,27 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Write a seed corpus of valid Puma message streams for the fuzzer."""
+"""Write a seed corpus of valid Puma message streams for the fuzzer.
+
+Protocol version 2: after HELLO and AUTH, each message is followed by a
+16-byte tag (zeros here: the harness does not verify tags).
+"""
 
 import os
 import struct
 import sys
 
 MAGIC = 0x414d5550
+VERSION = 2
+TAG = bytes(16)
 
 
 def msg(t, seq, payload, flags=0, req=0):
+    """One message; those after the handshake (seq >= 2) carry a tag."""
     return struct.pack('<IHHIIQ', MAGIC, t, flags, len(payload), seq,
-                       req) + payload
+                       req) + payload + (TAG if seq >= 2 else b'')
 
 
 def hello(role):
-    return struct.pack('<IHHHH', MAGIC, 1, 1, role, 0) + bytes(32)
+    return struct.pack('<IHHHH', MAGIC, VERSION, VERSION, role, 0) + bytes(32)
 
 
 def key(i):
