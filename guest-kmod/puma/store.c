@@ -15,18 +15,21 @@
  *
  * Implementation: puma_objs hashes the files (session, pool, ino, gen) to
  * an xarray of struct puma_hpage by index; every hosted page is on
- * puma_lru.  puma_store_lock protects all of it (process context only:
+ * puma_lru.  The borrower chooses pool, ino and gen, so the hash is keyed
+ * (SipHash, with a key drawn at load): it cannot aim its files at one
+ * bucket.  puma_store_lock protects all of it (process context only:
  * the receiving threads and the shrinker).
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/hash.h>
 #include <linux/hashtable.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
+#include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/shrinker.h>
+#include <linux/siphash.h>
 #include <linux/slab.h>
 #include <linux/swap.h>
 #include <linux/xarray.h>
@@ -61,10 +64,11 @@ static DEFINE_SPINLOCK(puma_store_lock);
 static DEFINE_HASHTABLE(puma_objs, 12);
 static LIST_HEAD(puma_lru);
 static atomic_long_t puma_hosted = ATOMIC_LONG_INIT(0);
+static siphash_key_t puma_hash_key;
 
-static u32 puma_obj_hash(struct puma_sess *s, u64 pool, u64 ino)
+static u32 puma_obj_hash(struct puma_sess *s, u64 pool, u64 ino, u32 gen)
 {
-	return hash_64((unsigned long)s ^ pool ^ ino, 32);
+	return siphash_4u64((unsigned long)s, pool, ino, gen, &puma_hash_key);
 }
 
 static struct puma_obj *puma_obj_find(struct puma_sess *s,
@@ -72,7 +76,7 @@ static struct puma_obj *puma_obj_find(struct puma_sess *s,
 {
 	u64 pool = le64_to_cpu(k->pool), ino = le64_to_cpu(k->ino);
 	u32 gen = le32_to_cpu(k->gen);
-	u32 h = puma_obj_hash(s, pool, ino);
+	u32 h = puma_obj_hash(s, pool, ino, gen);
 	struct puma_obj *o;
 
 	lockdep_assert_held(&puma_store_lock);
@@ -345,6 +349,7 @@ static struct shrinker *puma_shrinker;
 
 int puma_store_init(void)
 {
+	get_random_bytes(&puma_hash_key, sizeof(puma_hash_key));
 	puma_shrinker = puma_shrinker_create("puma-store", puma_shrink_count,
 					     puma_shrink_scan);
 	return puma_shrinker ? 0 : -ENOMEM;
