@@ -71,6 +71,7 @@ def share_with_module(lab, kernel):
     built = kmod.build(paths.kernel(kernel), lab.path('build'))
     shutil.copy(os.path.join(built, 'puma.ko'), share)
     shutil.copy(os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl'), share)
+    kmod.ship_crypto(paths.kernel(kernel), share)
     return share
 
 
@@ -91,6 +92,8 @@ def start_pair(lab, kernel, share, disks=(), borrower_mb=320,
     lender.wait_booted()
     borrower.wait_booted()
     lender.run('insmod /mnt/host/puma.ko')
+    # A borrower seals its pages with AES-GCM (crypto modules).
+    borrower.run(kmod.CRYPTO_LOAD)
     # drop_caches evicts the whole file at once: room for all of it in
     # flight (the default, 1024 pages, drops the excess, counted).
     borrower.run('insmod /mnt/host/puma.ko put_buffers=%d' % put_buffers)
