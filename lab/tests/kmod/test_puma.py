@@ -182,6 +182,11 @@ def test_borrower_hits_lender_no_disk_reads(lab, kernel, tmp_path):
              fs2['misses'] - fs['misses'], b2['hits'] - b['hits'],
              lent2['lend_hits'] - lent['lend_hits'], disk_bytes,
              b2['rtt_us']))
+    if b2.get('seals') and b2.get('opens'):
+        print('puma %s: %d seals, %d ns each; %d opens, %d ns each'
+              % (kernel, b2['seals'], b2['seal_ns'] // b2['seals'],
+                 b2['opens'], b2['open_ns'] // b2['opens']))
+    assert b2['auth_failures'] == 0, b2
     assert disk_bytes <= missed + 1024 * 1024, (disk_bytes, hits)
 
     # Never stale: change the file three ways, drop caches, read back.
