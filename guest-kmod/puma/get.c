@@ -107,7 +107,7 @@ static void puma_get_folios(struct file *file, struct inode *inode, int peer,
 		    !puma_open_page(req->seal, &req->fkey, req->index[i],
 				    req->version[i], folio_page(folio, 0),
 				    req->tag[i])) {
-			/* A bad blob: a miss, and the lender's copy forgotten */
+			/* A bad blob: a miss; forget the lender's copy */
 			req->hits &= ~BIT(i);
 			puma_index_forget_bad(inode, req->index[i], peer);
 			misses++;

@@ -130,6 +130,9 @@ def test_lender_cannot_read_or_alter_pages(lab, kernel, tmp_path):
                  '/mnt/host/pumactl set seq_filter 0 && '
                  '/mnt/host/pumactl role borrower' % test_puma.KEY)
     borrower.run('mkdir -p /mnt/data && mount /dev/vdb /mnt/data')
+    # Evict the root file system's cache with no lender yet: later drops
+    # put little more than the test's files.
+    borrower.run('sync && echo 3 > /proc/sys/vm/drop_caches')
 
     # Honest: what the lender holds is not the page; hits still work.
     lender = Lender(lab, 'honest', test_puma.PORT + 1)
