@@ -14,8 +14,10 @@ gets honestly or not:
   for is a miss, read from the disk, counted in auth_failures; the file
   reads back right.
 
-Every outcome is collected and the test fails at the end with all of
-them, so that a run on a module without sealing shows each failure.
+Every outcome is printed and collected, and the test fails at the end
+with all of them, so that a run on a module without sealing shows each
+failure it gets to (flip and swap come last: an unsealed module may run
+a tampered binary of the root file system, which is lent too).
 """
 
 import hashlib
@@ -120,6 +122,10 @@ def test_lender_cannot_read_or_alter_pages(lab, kernel, tmp_path):
                         nics=1, share=share, disks=[disk]).start()
     netns.set_addr(lab.ns, 'br0', HOST_IP + '/24')
     problems = []
+
+    def problem(text):
+        print('PROBLEM: ' + text)
+        problems.append(text)
     borrower.wait_booted()
     # drop_caches evicts the root file system's pages too: buffers for all.
     borrower.run(kmod.CRYPTO_LOAD)
@@ -147,50 +153,26 @@ def test_lender_cannot_read_or_alter_pages(lab, kernel, tmp_path):
     print('honest lender: %d bytes received as blobs; %s'
           % (len(dump), log.strip().splitlines()[-1:]))
     if got != want['m']:
-        problems.append('honest: m read back wrong')
+        problem('honest: m read back wrong')
     if len(dump) < 16 * 4096:
-        problems.append('honest: only %d bytes put' % len(dump))
+        problem('honest: only %d bytes put' % len(dump))
     if MARKER in dump:
-        problems.append('honest: the lender holds the plaintext (marker '
-                        'found %d times in what it received)'
-                        % dump.count(MARKER))
+        problem('honest: the lender holds the plaintext (marker '
+                'found %d times in what it received)'
+                % dump.count(MARKER))
     if delta(fs1, fs0, 'hits') < 16 * 0.9:
-        problems.append('honest: %d hits of 16 pages'
-                        % delta(fs1, fs0, 'hits'))
+        problem('honest: %d hits of 16 pages'
+                % delta(fs1, fs0, 'hits'))
     if delta(st1, st0, 'auth_failures'):
-        problems.append('honest: auth_failures %d'
-                        % delta(st1, st0, 'auth_failures'))
+        problem('honest: auth_failures %d'
+                % delta(st1, st0, 'auth_failures'))
     seals, opens = st1.get('seals', 0), st1.get('opens', 0)
     if seals and opens:
         print('puma seal %s: %d seals, %d ns each; %d opens, %d ns each'
               % (kernel, seals, st1['seal_ns'] // seals, opens,
                  st1['open_ns'] // opens))
     else:
-        problems.append('no seal or open counted: %r' % st1)
-
-    # Flip and swap: every blob returned is wrong for the page asked.
-    for i, mode in enumerate(('flip', 'swap')):
-        lender = Lender(lab, mode, test_puma.PORT + 2 + i)
-        attach(borrower, lender)
-        lend(borrower, '/mnt/data/f')
-        st0, fs0 = counters(borrower)
-        got = sha(borrower, '/mnt/data/f')
-        st1, fs1 = counters(borrower)
-        log = detach(borrower, lender)
-        gets, hits = delta(fs1, fs0, 'gets'), delta(fs1, fs0, 'hits')
-        bad = delta(st1, st0, 'auth_failures')
-        print('%s lender: data-disk gets %d, hits %d, auth_failures %d; %s'
-              % (mode, gets, hits, bad, log.strip().splitlines()[-1:]))
-        if got != want['f']:
-            problems.append('%s: f read back wrong (%d gets, %d hits)'
-                            % (mode, gets, hits))
-        if gets < FILE_PAGES * 0.9:
-            problems.append('%s: only %d gets' % (mode, gets))
-        if hits:
-            problems.append('%s: %d hits' % (mode, hits))
-        if bad < gets:
-            problems.append('%s: auth_failures %d < gets %d'
-                            % (mode, bad, gets))
+        problem('no seal or open counted: %r' % st1)
 
     # Replay: f put with the old data, changed, put with the new data; the
     # lender answers with the old copy.
@@ -211,19 +193,43 @@ def test_lender_cannot_read_or_alter_pages(lab, kernel, tmp_path):
     print('replay lender: data-disk gets %d, hits %d, auth_failures %d; %s'
           % (gets, hits, bad, log.strip().splitlines()[-1:]))
     if got == want['f']:
-        problems.append('replay: f read back with its OLD content, the '
-                        'replayed copy (%d gets, %d hits)' % (gets, hits))
+        problem('replay: f read back with its OLD content, the '
+                'replayed copy (%d gets, %d hits)' % (gets, hits))
     elif got != want['g']:
-        problems.append('replay: f read back wrong')
+        problem('replay: f read back wrong')
     if gets < FILE_PAGES * 0.9:
-        problems.append('replay: only %d gets' % gets)
+        problem('replay: only %d gets' % gets)
     if hits or bad < gets:
-        problems.append('replay: %d hits, auth_failures %d, gets %d'
-                        % (hits, bad, gets))
+        problem('replay: %d hits, auth_failures %d, gets %d'
+                % (hits, bad, gets))
+
+    # Flip and swap: every blob returned is wrong for the page asked.
+    for i, mode in enumerate(('flip', 'swap')):
+        lender = Lender(lab, mode, test_puma.PORT + 2 + i)
+        attach(borrower, lender)
+        lend(borrower, '/mnt/data/f')
+        st0, fs0 = counters(borrower)
+        got = sha(borrower, '/mnt/data/f')
+        st1, fs1 = counters(borrower)
+        log = detach(borrower, lender)
+        gets, hits = delta(fs1, fs0, 'gets'), delta(fs1, fs0, 'hits')
+        bad = delta(st1, st0, 'auth_failures')
+        print('%s lender: data-disk gets %d, hits %d, auth_failures %d; %s'
+              % (mode, gets, hits, bad, log.strip().splitlines()[-1:]))
+        if got != want['f']:
+            problem('%s: f read back wrong (%d gets, %d hits)'
+                    % (mode, gets, hits))
+        if gets < FILE_PAGES * 0.9:
+            problem('%s: only %d gets' % (mode, gets))
+        if hits:
+            problem('%s: %d hits' % (mode, hits))
+        if bad < gets:
+            problem('%s: auth_failures %d < gets %d'
+                    % (mode, bad, gets))
 
     dmesg = borrower.run('dmesg').out
     if 'failed its check' not in dmesg:
-        problems.append('no failed check logged')
+        problem('no failed check logged')
     borrower.run('umount /mnt/data && rmmod puma')
     test_puma.check_dmesg(borrower)
     assert not problems, problems
