@@ -4,7 +4,8 @@
  * pumactl is a thin shell wrapper around these files).
  *
  *   role            off | borrower | lender | both; a role given up ends
- *                   its connections (lenders are removed, as by "del")
+ *                   its connections (lenders are removed, as by "del");
+ *                   borrowing fails without AES-GCM (seal.c)
  *   key             default secret for the handshake (write only)
  *   borrower_keys   lender: the key of each borrower, by its IPv4 address;
  *                   write "add IP KEY" or "del IP", read: the addresses
@@ -81,6 +82,11 @@ const char *const puma_stat_names[PUMA_STAT_NR] = {
 	[PUMA_STAT_LEND_SHRUNK] = "lend_shrunk",
 	[PUMA_STAT_LEND_SUSPENDS] = "lend_suspends",
 	[PUMA_STAT_DISCONNECTS] = "disconnects",
+	[PUMA_STAT_AUTH_FAILURES] = "auth_failures",
+	[PUMA_STAT_SEALS] = "seals",
+	[PUMA_STAT_SEAL_NS] = "seal_ns",
+	[PUMA_STAT_OPENS] = "opens",
+	[PUMA_STAT_OPEN_NS] = "open_ns",
 };
 
 static DEFINE_MUTEX(puma_ctl_mutex);
@@ -186,7 +192,10 @@ static ssize_t role_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return -EINVAL;
 	}
 	mutex_lock(&puma_ctl_mutex);
-	ret = puma_listen_set(lender);
+	/* A borrower seals what it puts: no key, no borrowing. */
+	ret = borrower ? puma_seal_ready() : 0;
+	if (!ret)
+		ret = puma_listen_set(lender);
 	if (!ret) {
 		WRITE_ONCE(puma_cfg.borrower, borrower);
 		WRITE_ONCE(puma_cfg.lender, lender);

@@ -19,6 +19,12 @@
  * connection down before another sender may use it, since a get sent
  * after dropped puts or invalidations could find an older copy.
  *
+ * The pages a borrower puts leave sealed (seal.c): the put hook copies the
+ * plain page into the buffer with the version the index gave its put,
+ * and the send worker encrypts it in place, just before it goes out.  A
+ * GET_REPLY's blobs are copied into the waiting folios as they are, with
+ * their tags beside; the reading task checks and decrypts them (get.c).
+ *
  * Each connection has one kernel thread that connects (borrower side),
  * runs the handshake, then reads messages.  Handshake (protocol version 2,
  * docs/puma-protocol.md): HELLO with a random nonce both ways; then the
@@ -127,10 +133,12 @@ struct puma_txbuf {
 	u64 req;
 	u32 len;	/* payload bytes */
 	bool pooled;	/* from puma_put_pool */
+	u64 version;	/* PUT: of the put, to seal it under */
 	u8 payload[];
 };
 
-#define PUMA_PUT_ITEM (sizeof(struct puma_key) + PUMA_PAGE_BYTES)
+/* A PUT item: the key, then the page, sealed in place before sending. */
+#define PUMA_PUT_ITEM (sizeof(struct puma_key) + PUMA_BLOB_BYTES)
 
 struct puma_peer {
 	struct kref ref;
@@ -173,6 +181,7 @@ struct puma_peer {
 	bool authed;		/* lender side: the peer proved the key */
 	bool evicted;		/* lender side: shut, too many pre-auth */
 	struct puma_sess *sess;	/* lender side */
+	struct puma_seal_ctx *seal;	/* borrower side, under tx_mutex */
 	int last_reason;
 };
 
@@ -227,6 +236,8 @@ static void puma_peer_release(struct kref *ref)
 	crypto_free_shash(p->rx_tfm);
 	kvfree(p->rxbuf);
 	kvfree(p->replybuf);
+	if (p->seal)
+		puma_seal_ctx_free(p->seal);
 	kfree_sensitive(p);
 }
 
@@ -350,14 +361,15 @@ static void puma_key_fill(struct puma_key *k, const struct puma_fkey *fk,
  * @id: the lender
  * @fk: the file
  * @index: the page index
- * @data: PAGE_SIZE bytes, copied before return
+ * @version: the put's version (puma_seal_version()), recorded in the index
+ * @data: PAGE_SIZE bytes, copied before return; sealed when sent
  *
  * Caller: the put hook, under puma_index_lock.
  *
  * Return: 0 if queued, else the put is dropped (and counted).
  */
 int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
-			const void *data)
+			u64 version, const void *data)
 {
 	struct puma_txbuf *b;
 	struct puma_peer *p;
@@ -382,6 +394,7 @@ int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
 	b->flags = 0;
 	b->req = 0;
 	b->len = PUMA_PUT_ITEM;
+	b->version = version;
 	puma_key_fill((struct puma_key *)b->payload, fk, index);
 	memcpy(b->payload + sizeof(struct puma_key), data, PUMA_PAGE_BYTES);
 	ret = puma_peer_enqueue(p, b);
@@ -531,7 +544,11 @@ static int puma_send_small(struct puma_peer *p, u16 type, u64 req,
 	return ret;
 }
 
-/* Send consecutive puts as one batch; caller holds p->tx_mutex. */
+/*
+ * Seal and send consecutive puts as one batch; caller holds p->tx_mutex.
+ * A page that cannot be sealed is not sent, which fails the send: the
+ * connection is then shut down as for any failed send.
+ */
 static int puma_send_puts(struct puma_peer *p, struct list_head *items,
 			  unsigned int n)
 {
@@ -539,11 +556,19 @@ static int puma_send_puts(struct puma_peer *p, struct list_head *items,
 	struct puma_batch batch = { .count = cpu_to_le32(n) };
 	struct puma_txbuf *b;
 	unsigned int i = 2;
+	int ret;
 
 	lockdep_assert_held(&p->tx_mutex);
+	if (!p->seal)
+		return -ENOMEM;
 	vec[1].iov_base = &batch;
 	vec[1].iov_len = sizeof(batch);
 	list_for_each_entry(b, items, node) {
+		ret = puma_seal_page(p->seal, (struct puma_key *)b->payload,
+				     b->version,
+				     b->payload + sizeof(struct puma_key));
+		if (ret)
+			return ret;
 		vec[i].iov_base = b->payload;
 		vec[i++].iov_len = PUMA_PUT_ITEM;
 	}
@@ -646,7 +671,9 @@ static void puma_tx_work(struct work_struct *work)
  * @req: count, fkey, index[] and folio[] (locked) set by the caller
  *
  * On return req->hits has a bit set for each folio filled with the
- * lender's data; the caller still checks that the file did not change.
+ * lender's blob: ciphertext in the folio, its tag in req->tag.  The caller
+ * still opens it (puma_open_page()) and checks that the file did not
+ * change.
  *
  * Return: 0, or -errno (no hit then).
  */
@@ -1098,7 +1125,7 @@ static int puma_lend_get(struct puma_peer *p, const struct puma_hdr *h)
 		puma_count(PUMA_STAT_LEND_GETS);
 		if (puma_store_get(p->sess, &keys[i], data, excl)) {
 			hits |= BIT(i);
-			data += PUMA_PAGE_BYTES;
+			data += PUMA_BLOB_BYTES;
 			puma_count(PUMA_STAT_LEND_HITS);
 		}
 	}
@@ -1123,7 +1150,10 @@ static bool puma_key_match(const struct puma_key *k,
 	       le64_to_cpu(k->index) == req->index[i];
 }
 
-/* Borrower: fill the folios of the request this reply answers. */
+/*
+ * Borrower: fill the folios of the request this reply answers with the
+ * ciphertext, the tags go to the request; the reader opens them.
+ */
 static int puma_borrow_reply(struct puma_peer *p, const struct puma_hdr *h)
 {
 	const struct puma_batch *in = (void *)p->rxbuf;
@@ -1161,7 +1191,9 @@ static int puma_borrow_reply(struct puma_peer *p, const struct puma_hdr *h)
 		if (hits & BIT(i)) {
 			memcpy_to_page(folio_page(req->folio[i], 0), 0,
 				       (const char *)data, PUMA_PAGE_BYTES);
-			data += PUMA_PAGE_BYTES;
+			memcpy(req->tag[i], data + PUMA_PAGE_BYTES,
+			       PUMA_SEAL_TAG_LEN);
+			data += PUMA_BLOB_BYTES;
 			req->hits |= BIT(i);
 		}
 	}
@@ -1407,6 +1439,13 @@ static struct puma_peer *puma_peer_alloc(bool lender_side)
 	INIT_LIST_HEAD(&p->gets);
 	INIT_WORK(&p->tx_work, puma_tx_work);
 	/* rxbuf and replybuf come with authentication (puma_handshake()). */
+	if (!lender_side) {
+		p->seal = puma_seal_ctx_alloc(GFP_KERNEL);
+		if (!p->seal) {
+			puma_peer_put(p);
+			return NULL;
+		}
+	}
 	return p;
 }
 
@@ -1523,7 +1562,7 @@ int puma_peer_add(const char *spec)
 		return -EINVAL;
 	memcpy(addr, spec, n);
 	addr[n] = '\0';
-	ret = puma_parse_addr(addr, &sa);
+	ret = puma_parse_addr(addr, &sa) ?: puma_seal_ready();
 	if (ret)
 		return ret;
 	key_len = strlen(key);

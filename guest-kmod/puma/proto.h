@@ -34,6 +34,16 @@
 #define PUMA_TAG_LEN		16	/* follows each message once READY */
 #define PUMA_NAME_LEN		16
 
+/*
+ * Page payload of PUT and GET_REPLY: an opaque blob the lender stores and
+ * returns as it is.  The borrower seals each page before it leaves
+ * (seal.c): the 4096 bytes of ciphertext, then the AES-GCM tag (not to
+ * be confused with the message tag, PUMA_TAG_LEN).  Nothing else in the
+ * protocol depends on what is in it.
+ */
+#define PUMA_SEAL_TAG_LEN	16
+#define PUMA_BLOB_BYTES		(PUMA_PAGE_BYTES + PUMA_SEAL_TAG_LEN)
+
 enum puma_msg_type {
 	PUMA_MSG_HELLO = 1,	/* both sides, first message */
 	PUMA_MSG_AUTH = 2,	/* borrower's, then lender's if it checks */
@@ -97,10 +107,10 @@ struct puma_key {
 };
 
 /*
- * PUT: batch, then count x (key, 4096 data bytes).
+ * PUT: batch, then count x (key, PUMA_BLOB_BYTES blob).
  * GET: batch, then count x key.
  * GET_REPLY: batch (hits = bitmap of found keys), count x key echoed in
- * the GET's order, then popcount(hits) x 4096 data bytes in that order.
+ * the GET's order, then popcount(hits) x PUMA_BLOB_BYTES in that order.
  */
 struct puma_batch {
 	__le32 count;	/* 1 .. PUMA_BATCH_MAX */
@@ -154,7 +164,7 @@ enum puma_reason {
 
 #define PUMA_MSG_MAX_LEN	(sizeof(struct puma_batch) + \
 				 PUMA_BATCH_MAX * (sizeof(struct puma_key) + \
-						   PUMA_PAGE_BYTES))
+						   PUMA_BLOB_BYTES))
 
 struct puma_rx_state {
 	__u32 seq;		/* next expected sequence number */

@@ -9,6 +9,12 @@
  * busy.  Each borrower connection is a session with its own page budget
  * (puma_cfg.capacity_pages); a session's pages die with its connection.
  *
+ * What is stored is opaque: the blob a borrower sealed (seal.c), the
+ * ciphertext of its page and a tag, PUMA_BLOB_BYTES, which the lender can
+ * neither read nor change unnoticed.  Each takes a page for the
+ * ciphertext and the tag's bytes beside it in the struct puma_hpage; the
+ * accounting (capacity, hosted_pages, the shrinker) counts blobs.
+ *
  * A put of a key already stored overwrites the copy; a put that cannot be
  * stored (budget, memory, lending suspended) deletes the copy, so a copy
  * is always the latest put of its key or absent (docs/puma-never-stale.md).
@@ -53,12 +59,21 @@ struct puma_obj {
 	struct xarray pages;
 };
 
+#define PUMA_BLOB_TAIL	(PUMA_BLOB_BYTES - PUMA_PAGE_BYTES)
+
 struct puma_hpage {
 	struct list_head lru;
 	struct puma_obj *obj;
 	pgoff_t index;
-	struct page *page;
+	struct page *page;		/* the first PUMA_PAGE_BYTES */
+	u8 tail[PUMA_BLOB_TAIL];	/* the rest of the blob */
 };
+
+static void puma_hpage_fill(struct puma_hpage *hp, const u8 *blob)
+{
+	memcpy_to_page(hp->page, 0, blob, PUMA_PAGE_BYTES);
+	memcpy(hp->tail, blob + PUMA_PAGE_BYTES, PUMA_BLOB_TAIL);
+}
 
 static DEFINE_SPINLOCK(puma_store_lock);
 static DEFINE_HASHTABLE(puma_objs, 12);
@@ -133,15 +148,15 @@ static void puma_obj_drop(struct puma_obj *o, pgoff_t start, pgoff_t end)
 }
 
 /**
- * puma_store_put - store a borrower's page
+ * puma_store_put - store a borrower's blob
  * @s: the borrower's session
  * @k: the key
- * @data: PUMA_PAGE_BYTES bytes
+ * @blob: PUMA_BLOB_BYTES bytes
  *
  * Return: 0 if stored; otherwise the key has no copy any more.
  */
 int puma_store_put(struct puma_sess *s, const struct puma_key *k,
-		   const void *data)
+		   const void *blob)
 {
 	pgoff_t index = le64_to_cpu(k->index);
 	struct puma_hpage *hp = NULL;
@@ -158,7 +173,7 @@ int puma_store_put(struct puma_sess *s, const struct puma_key *k,
 		goto out_drop;
 	}
 	if (hp) {
-		memcpy_to_page(hp->page, 0, data, PUMA_PAGE_BYTES);
+		puma_hpage_fill(hp, blob);
 		list_move_tail(&hp->lru, &puma_lru);
 		goto out_unlock;
 	}
@@ -180,7 +195,7 @@ int puma_store_put(struct puma_sess *s, const struct puma_key *k,
 	if (xa_err(xa_store(&o->pages, index, hp,
 			    GFP_NOWAIT | __GFP_NOWARN)))
 		goto out_free_page;
-	memcpy_to_page(hp->page, 0, data, PUMA_PAGE_BYTES);
+	puma_hpage_fill(hp, blob);
 	hp->obj = o;
 	hp->index = index;
 	list_add_tail(&hp->lru, &puma_lru);
@@ -212,10 +227,10 @@ out_unlock:
 }
 
 /**
- * puma_store_get - copy a stored page out
+ * puma_store_get - copy a stored blob out
  * @s: the borrower's session
  * @k: the key
- * @dst: PUMA_PAGE_BYTES bytes
+ * @dst: PUMA_BLOB_BYTES bytes
  * @exclusive: drop the copy after it was read
  *
  * Return: true if found.
@@ -232,6 +247,7 @@ bool puma_store_get(struct puma_sess *s, const struct puma_key *k, void *dst,
 		hp = xa_load(&o->pages, le64_to_cpu(k->index));
 	if (hp) {
 		memcpy_from_page(dst, hp->page, 0, PUMA_PAGE_BYTES);
+		memcpy((u8 *)dst + PUMA_PAGE_BYTES, hp->tail, PUMA_BLOB_TAIL);
 		if (exclusive)
 			puma_hpage_free(hp);
 		else

@@ -44,8 +44,8 @@ static void walk(const struct puma_hdr *h, const uint8_t *p)
 			const struct puma_key *k = (const void *)q;
 
 			sink += le64_to_cpu(k->index);
-			sink += q[sizeof(*k) + PUMA_PAGE_BYTES - 1];
-			q += sizeof(*k) + PUMA_PAGE_BYTES;
+			sink += q[sizeof(*k) + PUMA_BLOB_BYTES - 1];
+			q += sizeof(*k) + PUMA_BLOB_BYTES;
 		}
 		break;
 	case PUMA_MSG_GET:
@@ -58,8 +58,8 @@ static void walk(const struct puma_hdr *h, const uint8_t *p)
 		for (i = 0; i < 32; i++) {
 			if (!(hits & (1u << i)))
 				continue;
-			sink += q[PUMA_PAGE_BYTES - 1];
-			q += PUMA_PAGE_BYTES;
+			sink += q[PUMA_BLOB_BYTES - 1];
+			q += PUMA_BLOB_BYTES;
 		}
 		break;
 	default:

@@ -5,12 +5,27 @@ Usage: puma_hostile.py HOST PORT KEY CASE; prints "ok" or raises.  Run in
 the lab's network namespace by test_puma_hostile.py; the lender must log
 the reason and close the connection, and survive.  It speaks protocol
 version 2 (docs/puma-protocol.md): the borrower proves first, then each
-message after the handshake carries a tag under a per-direction key.
+message after the handshake carries a tag under a per-direction key,
+and a page travels as a sealed blob of 4096 + 16 bytes.
 
 puma_hostile.py --lender PORT KEY DELAY is a lender that never answers a
 GET: it takes a borrower's puts (and forgets them), and DELAY seconds
 after the first GET of a connection it closes that connection, with the
 borrower's gets still pending.  One line per connection on stdout.
+
+puma_hostile.py --store PORT KEY MODE DUMP is a lender that keeps what it
+is given and answers gets (non-inclusive: a get removes nothing), but in
+its own way (MODE):
+  honest  keeps the latest blob of each key, drops what INVALs name
+  flip    the same, but flips one byte of each blob it returns
+  swap    answers a get of page i with the blob of page i ^ 1 of the
+          same file, when it has one
+  replay  keeps the first blob of each key for good: later puts and
+          INVALs are ignored, a get returns the oldest copy
+Every blob it receives is appended to the file DUMP (what a curious
+lender could read).  One line per connection on stdout.  Both lenders
+speak version 2 as a lender does (the borrower proves first, tags on
+every message).  The blob size is taken from the puts.
 """
 
 import hashlib
@@ -28,6 +43,10 @@ BORROWER, LENDER = 1, 2
 VERSION = 2
 HDR = struct.Struct('<IHHIIQ')
 TAG_LEN = 16
+KEY = struct.Struct('<QQIIQ')
+# A sealed page as a borrower puts it: ciphertext and its AES-GCM tag
+# (PUMA_BLOB_BYTES in proto.h); the lender stores it as it is.
+BLOB = 4096 + 16
 # The lender's limits (module parameters handshake_timeout_ms, preauth_max).
 HANDSHAKE_TIMEOUT = 5.0
 PREAUTH_MAX = 4
@@ -245,7 +264,7 @@ def closed_now(s):
 def valid(p, secret):
     """A borrower with the key: handshake, put, get; checks the reply."""
     p.handshake(secret)
-    page = os.urandom(4096)
+    page = os.urandom(BLOB)
     p.send(PUT, batch(1) + key(7) + page)
     p.send(GET, batch(2) + key(7) + key(8), req=42)
     t, req, r = p.recv()
@@ -300,8 +319,8 @@ def run(host, port, secret, case):
             p.send(PING, req=2, tag=os.urandom(TAG_LEN))
         elif case == 'tampered_payload':
             # A put changed on the way: its tag no longer matches.
-            msg = HDR.pack(MAGIC, PUT, 0, 8 + 32 + 4096, p.seq, 0) + \
-                batch(1) + key(9) + os.urandom(4096)
+            msg = HDR.pack(MAGIC, PUT, 0, 8 + 32 + BLOB, p.seq, 0) + \
+                batch(1) + key(9) + os.urandom(BLOB)
             tag = mac(p.tx, struct.pack('<Q', p.seq), msg)[:TAG_LEN]
             msg = msg[:-1] + bytes([msg[-1] ^ 1])
             p.s.sendall(msg + tag)
@@ -310,20 +329,20 @@ def run(host, port, secret, case):
             assert p.recv()[0] == PONG
             p.send(PING, req=2, seq=p.seq - 1)
         elif case == 'truncated':
-            p.s.sendall(HDR.pack(MAGIC, PUT, 0, 8 + 32 + 4096, p.seq, 0) +
+            p.s.sendall(HDR.pack(MAGIC, PUT, 0, 8 + 32 + BLOB, p.seq, 0) +
                         batch(1) + key(0) + bytes(100))
             p.s.shutdown(socket.SHUT_WR)
         elif case == 'zero_count':
             p.send(PUT, batch(0) + key(0))
         elif case == 'count_mismatch':
-            p.send(PUT, batch(2) + key(0) + bytes(4096))
+            p.send(PUT, batch(2) + key(0) + bytes(BLOB))
         elif case == 'wrong_role':
             p.send(GET_REPLY, batch(1) + key(0))
         elif case == 'reserved_bits':
             p.send(GET, batch(1) + key(0), flags=0x80)
         elif case == 'capacity':
             # The lender was set to host 2 pages per borrower.
-            pages = [os.urandom(4096) for _ in range(3)]
+            pages = [os.urandom(BLOB) for _ in range(3)]
             p.send(PUT, batch(3) + b''.join(key(20 + i) + pages[i]
                                             for i in range(3)))
             p.send(GET, batch(3) + key(20) + key(21) + key(22), req=7)
@@ -384,9 +403,102 @@ def serve_lender(port, secret, delay):
               flush=True)
 
 
+class Store:
+    """What a storing lender holds: blob by key, in its own MODE."""
+
+    def __init__(self, mode, dump):
+        self.mode = mode
+        self.dump = dump
+        self.blobs = {}
+        self.stats = dict.fromkeys(('puts', 'gets', 'hits', 'tampered',
+                                    'invals'), 0)
+
+    def put(self, body):
+        count = struct.unpack('<I', body[:4])[0]
+        item = (len(body) - 8) // count
+        for i in range(count):
+            rec = body[8 + i * item:8 + (i + 1) * item]
+            k, blob = KEY.unpack(rec[:KEY.size]), rec[KEY.size:]
+            self.dump.write(blob)
+            self.stats['puts'] += 1
+            if self.mode == 'replay' and k in self.blobs:
+                continue
+            self.blobs[k] = blob
+
+    def inval(self, body):
+        pool, ino, gen, kind, start, end = struct.unpack('<QQIIQQ', body)
+        self.stats['invals'] += 1
+        if self.mode == 'replay':
+            return
+        for k in list(self.blobs):
+            if k[0] != pool:
+                continue
+            if kind == 2 or (k[1:3] == (ino, gen) and
+                             (kind == 1 or start <= k[4] <= end)):
+                del self.blobs[k]
+
+    def get(self, body):
+        count = struct.unpack('<I', body[:4])[0]
+        keys = body[8:8 + count * KEY.size]
+        hits, data = 0, b''
+        for i in range(count):
+            k = KEY.unpack(keys[i * KEY.size:(i + 1) * KEY.size])
+            self.stats['gets'] += 1
+            blob = self.blobs.get(k)
+            if blob is None:
+                continue
+            if self.mode == 'flip':
+                blob = blob[:100] + bytes([blob[100] ^ 0x01]) + blob[101:]
+                self.stats['tampered'] += 1
+            elif self.mode == 'swap':
+                other = self.blobs.get(k[:4] + (k[4] ^ 1,))
+                if other is not None:
+                    blob = other
+                    self.stats['tampered'] += 1
+            hits |= 1 << i
+            data += blob
+            self.stats['hits'] += 1
+        return batch(count, hits) + keys + data
+
+
+def serve_store(port, secret, mode, dump_path):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(('0.0.0.0', port))
+    ls.listen(4)
+    n = 0
+    with open(dump_path, 'wb') as dump:
+        while True:
+            c, addr = ls.accept()
+            n += 1
+            store = Store(mode, dump)
+            try:
+                p = lender_handshake(c, secret)
+                print('connection %d: %s lender ready' % (n, mode),
+                      flush=True)
+                while True:
+                    t, req, body = p.recv()
+                    if t == PUT:
+                        store.put(body)
+                        dump.flush()
+                    elif t == INVAL:
+                        store.inval(body)
+                    elif t == GET:
+                        p.send(GET_REPLY, store.get(body), req=req)
+                    elif t == PING:
+                        p.send(PONG, req=req)
+            except (EOFError, OSError, AssertionError) as e:
+                print('connection %d: %r' % (n, e), flush=True)
+            c.close()
+            print('connection %d closed: %r' % (n, store.stats), flush=True)
+
+
 if __name__ == '__main__':
     if sys.argv[1] == '--lender':
         serve_lender(int(sys.argv[2]), sys.argv[3].encode(),
                      float(sys.argv[4]))
+    if sys.argv[1] == '--store':
+        serve_store(int(sys.argv[2]), sys.argv[3].encode(), sys.argv[4],
+                    sys.argv[5])
     print(run(sys.argv[1], int(sys.argv[2]), sys.argv[3].encode(),
               sys.argv[4]))

@@ -75,6 +75,7 @@ def share_with_module(lab, kernel):
     built = kmod.build(paths.kernel(kernel), lab.path('build'))
     shutil.copy(os.path.join(built, 'puma.ko'), share)
     shutil.copy(os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl'), share)
+    kmod.ship_crypto(paths.kernel(kernel), share)
     return share
 
 
@@ -95,6 +96,8 @@ def start_pair(lab, kernel, share, disks=(), borrower_mb=320,
     lender.wait_booted()
     borrower.wait_booted()
     lender.run('insmod /mnt/host/puma.ko')
+    # A borrower seals its pages with AES-GCM (crypto modules).
+    borrower.run(kmod.CRYPTO_LOAD)
     # drop_caches evicts the whole file at once: room for all of it in
     # flight (the default, 1024 pages, drops the excess, counted).
     borrower.run('insmod /mnt/host/puma.ko put_buffers=%d' % put_buffers)
@@ -186,6 +189,11 @@ def test_borrower_hits_lender_no_disk_reads(lab, kernel, tmp_path):
              fs2['misses'] - fs['misses'], b2['hits'] - b['hits'],
              lent2['lend_hits'] - lent['lend_hits'], disk_bytes,
              b2['rtt_us']))
+    if b2.get('seals') and b2.get('opens'):
+        print('puma %s: %d seals, %d ns each; %d opens, %d ns each'
+              % (kernel, b2['seals'], b2['seal_ns'] // b2['seals'],
+                 b2['opens'], b2['open_ns'] // b2['opens']))
+    assert b2['auth_failures'] == 0, b2
     assert disk_bytes <= missed + 1024 * 1024, (disk_bytes, hits)
 
     # Never stale: change the file three ways, drop caches, read back.

@@ -21,6 +21,7 @@ import sys
 
 import pytest
 
+from puma_lab import kmod
 from puma_lab import netns
 from puma_lab import paths
 from puma_lab import vm
@@ -210,6 +211,7 @@ def test_gets_time_out_while_lender_goes(lab, kernel, tmp_path):
                            stdout=log, stderr=subprocess.STDOUT)
     try:
         borrower.wait_booted()
+        borrower.run(kmod.CRYPTO_LOAD)
         borrower.run('insmod /mnt/host/puma.ko fault_down_delay_ms=2000')
         borrower.run('/mnt/host/pumactl key %s && '
                      '/mnt/host/pumactl set rtt_guard_us 0 && '
