@@ -1261,11 +1261,10 @@ static int puma_connect(struct puma_peer *p)
 	return 0;
 }
 
-static const int puma_sndbuf = 128 << 10;
-
 static void puma_sock_setup(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
+	int sndbuf = 128 << 10;
 
 	sk->sk_allocation = GFP_NOIO;
 	puma_sock_no_task_frag(sk);
@@ -1278,7 +1277,7 @@ static void puma_sock_setup(struct socket *sock)
 	 * bandwidth-delay product between guests on one host or rack.
 	 */
 	sock_setsockopt(sock, SOL_SOCKET, SO_SNDBUF,
-			KERNEL_SOCKPTR(&puma_sndbuf), sizeof(puma_sndbuf));
+			KERNEL_SOCKPTR(&sndbuf), sizeof(sndbuf));
 	/* A cut link ends the connection (and its remote pages) in ~10 s. */
 	tcp_sock_set_user_timeout(sk, 10000);
 	sock_set_keepalive(sk);
