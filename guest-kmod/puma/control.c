@@ -4,11 +4,15 @@
  * pumactl is a thin shell wrapper around these files).
  *
  *   role            off | borrower | lender | both; a role given up ends
- *                   its connections (lenders are removed, as by "del")
- *   key             shared secret for the handshake (write only)
+ *                   its connections (lenders are removed, as by "del");
+ *                   borrowing fails without AES-GCM (seal.c)
+ *   key             default secret for the handshake (write only)
+ *   borrower_keys   lender: the key of each borrower, by its IPv4 address;
+ *                   write "add IP KEY" or "del IP", read: the addresses
  *   port            TCP port a lender listens on (set before the role)
  *   peers           read: one line per connection;
- *                   write: "add IP:PORT" or "del IP:PORT" (lenders)
+ *                   write: "add IP:PORT [KEY]" or "del IP:PORT"
+ *                   (lenders; KEY: the pair's own key, else "key")
  *   mode            noninclusive | exclusive
  *   seq_filter      1: pages read sequentially are not put
  *   rtt_guard_us    skip gets while their average latency is above (0: off)
@@ -26,6 +30,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/inet.h>
 #include <linux/kobject.h>
 #include <linux/mutex.h>
 #include <linux/string.h>
@@ -77,13 +82,27 @@ const char *const puma_stat_names[PUMA_STAT_NR] = {
 	[PUMA_STAT_LEND_SHRUNK] = "lend_shrunk",
 	[PUMA_STAT_LEND_SUSPENDS] = "lend_suspends",
 	[PUMA_STAT_DISCONNECTS] = "disconnects",
+	[PUMA_STAT_AUTH_FAILURES] = "auth_failures",
+	[PUMA_STAT_SEALS] = "seals",
+	[PUMA_STAT_SEAL_NS] = "seal_ns",
+	[PUMA_STAT_OPENS] = "opens",
+	[PUMA_STAT_OPEN_NS] = "open_ns",
 };
 
 static DEFINE_MUTEX(puma_ctl_mutex);
 static DEFINE_SPINLOCK(puma_key_lock);
 
+/* Lender: the keys of given borrowers, by address; under puma_key_lock. */
+struct puma_bkey {
+	__be32 addr;		/* 0: free slot */
+	unsigned int len;
+	u8 key[sizeof(puma_cfg.key)];
+};
+
+static struct puma_bkey puma_bkeys[PUMA_MAX_BKEYS];
+
 /**
- * puma_key_copy - the shared key, for a handshake
+ * puma_key_copy - the default key, for a handshake
  * @buf: sizeof(puma_cfg.key) bytes
  *
  * Return: the key length, 0 if no key is set.
@@ -97,6 +116,48 @@ unsigned int puma_key_copy(u8 *buf)
 	memcpy(buf, puma_cfg.key, len);
 	spin_unlock(&puma_key_lock);
 	return len;
+}
+
+/**
+ * puma_borrower_key_copy - the key of the borrower at @addr, for a handshake
+ * @addr: the borrower's IPv4 address
+ * @buf: sizeof(puma_cfg.key) bytes
+ *
+ * Return: the key length: its own key if one was given ("borrower_keys"),
+ * else the default key; 0 if neither is set.
+ */
+unsigned int puma_borrower_key_copy(__be32 addr, u8 *buf)
+{
+	unsigned int i, len = 0;
+
+	spin_lock(&puma_key_lock);
+	for (i = 0; i < PUMA_MAX_BKEYS; i++) {
+		if (puma_bkeys[i].addr == addr && addr) {
+			len = puma_bkeys[i].len;
+			memcpy(buf, puma_bkeys[i].key, len);
+			break;
+		}
+	}
+	if (!len) {
+		len = puma_cfg.key_len;
+		memcpy(buf, puma_cfg.key, len);
+	}
+	spin_unlock(&puma_key_lock);
+	return len;
+}
+
+/**
+ * puma_key_parse - check a key given in a control file
+ * @s: the key, up to the end of the line
+ * @len: its length, the trailing newline taken off
+ *
+ * Return: 0 if it is 8 to 64 bytes long, else -EINVAL.
+ */
+int puma_key_parse(const char *s, size_t *len)
+{
+	if (*len && s[*len - 1] == '\n')
+		(*len)--;
+	return *len < 8 || *len > sizeof(puma_cfg.key) ? -EINVAL : 0;
 }
 
 static ssize_t role_show(struct kobject *kobj, struct kobj_attribute *attr,
@@ -131,7 +192,10 @@ static ssize_t role_store(struct kobject *kobj, struct kobj_attribute *attr,
 		return -EINVAL;
 	}
 	mutex_lock(&puma_ctl_mutex);
-	ret = puma_listen_set(lender);
+	/* A borrower seals what it puts: no key, no borrowing. */
+	ret = borrower ? puma_seal_ready() : 0;
+	if (!ret)
+		ret = puma_listen_set(lender);
 	if (!ret) {
 		WRITE_ONCE(puma_cfg.borrower, borrower);
 		WRITE_ONCE(puma_cfg.lender, lender);
@@ -162,14 +226,87 @@ static ssize_t key_store(struct kobject *kobj, struct kobj_attribute *attr,
 {
 	size_t len = count;
 
-	if (len && buf[len - 1] == '\n')
-		len--;
-	if (len < 8 || len > sizeof(puma_cfg.key))
+	if (puma_key_parse(buf, &len))
 		return -EINVAL;
 	spin_lock(&puma_key_lock);
 	memcpy(puma_cfg.key, buf, len);
 	puma_cfg.key_len = len;
 	spin_unlock(&puma_key_lock);
+	return count;
+}
+
+static ssize_t borrower_keys_show(struct kobject *kobj,
+				  struct kobj_attribute *attr, char *buf)
+{
+	ssize_t n = 0;
+	unsigned int i;
+
+	spin_lock(&puma_key_lock);
+	for (i = 0; i < PUMA_MAX_BKEYS; i++)
+		if (puma_bkeys[i].addr)
+			n += scnprintf(buf + n, PAGE_SIZE - n, "%pI4\n",
+				       &puma_bkeys[i].addr);
+	spin_unlock(&puma_key_lock);
+	return n;
+}
+
+/* "add IP KEY" (replaces IP's key) or "del IP". */
+static ssize_t borrower_keys_store(struct kobject *kobj,
+				   struct kobj_attribute *attr,
+				   const char *buf, size_t count)
+{
+	struct puma_bkey *slot = NULL;
+	char line[96], *ip, *key = NULL;
+	size_t len = 0;
+	unsigned int i;
+	__be32 addr;
+	bool add;
+
+	if (count >= sizeof(line))
+		return -EINVAL;
+	memcpy(line, buf, count);
+	line[count] = '\0';
+	if (count && line[count - 1] == '\n')
+		line[count - 1] = '\0';
+	if (!strncmp(line, "add ", 4))
+		add = true;
+	else if (!strncmp(line, "del ", 4))
+		add = false;
+	else
+		return -EINVAL;
+	ip = skip_spaces(line + 4);
+	if (add) {
+		key = strchr(ip, ' ');
+		if (!key)
+			return -EINVAL;
+		*key = '\0';
+		key = skip_spaces(key + 1);
+		len = strlen(key);
+		if (puma_key_parse(key, &len))
+			return -EINVAL;
+	}
+	if (!in4_pton(ip, -1, (u8 *)&addr, -1, NULL) || !addr)
+		return -EINVAL;
+	spin_lock(&puma_key_lock);
+	for (i = 0; i < PUMA_MAX_BKEYS; i++) {
+		if (puma_bkeys[i].addr == addr) {
+			slot = &puma_bkeys[i];
+			break;
+		}
+		if (!puma_bkeys[i].addr && !slot && add)
+			slot = &puma_bkeys[i];
+	}
+	if (slot && add) {
+		slot->addr = addr;
+		memcpy(slot->key, key, len);
+		slot->len = len;
+	} else if (slot) {
+		memzero_explicit(slot, sizeof(*slot));
+	}
+	spin_unlock(&puma_key_lock);
+	memzero_explicit(line, sizeof(line));
+	if (!slot)
+		return add ? -ENOSPC : -ENOENT;
 	return count;
 }
 
@@ -314,6 +451,8 @@ static ssize_t fs_stats_show(struct kobject *kobj,
 static struct kobj_attribute role_attr = __ATTR_RW(role);
 static struct kobj_attribute key_attr = __ATTR(key, 0600, key_show,
 					       key_store);
+static struct kobj_attribute borrower_keys_attr =
+	__ATTR(borrower_keys, 0600, borrower_keys_show, borrower_keys_store);
 static struct kobj_attribute peers_attr = __ATTR_RW(peers);
 static struct kobj_attribute mode_attr = __ATTR_RW(mode);
 static struct kobj_attribute seq_filter_attr = __ATTR_RW(seq_filter);
@@ -324,6 +463,7 @@ static struct kobj_attribute fs_stats_attr = __ATTR_RO(fs_stats);
 static struct attribute *puma_ctl_attrs[] = {
 	&role_attr.attr,
 	&key_attr.attr,
+	&borrower_keys_attr.attr,
 	&peers_attr.attr,
 	&mode_attr.attr,
 	&seq_filter_attr.attr,
@@ -357,5 +497,6 @@ void puma_control_exit(void)
 	spin_lock(&puma_key_lock);
 	memzero_explicit(puma_cfg.key, sizeof(puma_cfg.key));
 	puma_cfg.key_len = 0;
+	memzero_explicit(puma_bkeys, sizeof(puma_bkeys));
 	spin_unlock(&puma_key_lock);
 }

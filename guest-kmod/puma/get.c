@@ -16,10 +16,13 @@
  *
  * In a readahead batch, runs of folios the index says a lender holds are
  * asked for in one GET (at most PUMA_BATCH_MAX pages) while the others go
- * to ->readahead as a sub-batch.  A page of the answer is used only if the
- * file saw no invalidation since the GET was sent
- * (puma_index_still_valid()); anything else (miss, timeout, error,
- * invalidation) falls back to ->read_folio, i.e. the disk.
+ * to ->readahead as a sub-batch.  A page of the answer is used only if it
+ * opens (seal.c: the tag checks out for this page and for the version of
+ * the put the index recorded, and it decrypts), and the file saw no
+ * invalidation since the GET was sent (puma_index_still_valid());
+ * anything else (miss, bad blob, timeout, error, invalidation) falls back
+ * to ->read_folio, i.e. the disk.  Opening happens here, in the reading
+ * task, with the folio still locked and not up to date.
  *
  * Implementation: puma_redirects holds the two ftrace_ops; puma_get_inflight
  * counts tasks redirected and not yet out of our code, so that unloading
@@ -101,6 +104,17 @@ static void puma_get_folios(struct file *file, struct inode *inode, int peer,
 		struct folio *folio = req->folio[i];
 
 		if ((req->hits & BIT(i)) &&
+		    !puma_open_page(req->seal, &req->fkey, req->index[i],
+				    req->version[i], folio_page(folio, 0),
+				    req->tag[i])) {
+			/* A bad blob: a miss; forget the lender's copy */
+			req->hits &= ~BIT(i);
+			puma_index_forget_bad(inode, req->index[i], peer);
+			misses++;
+			aops->read_folio(file, folio);
+			continue;
+		}
+		if ((req->hits & BIT(i)) &&
 		    puma_index_still_valid(inode, req->index[i], &req->fkey,
 					   seq)) {
 			folio_mark_uptodate(folio);
@@ -128,9 +142,23 @@ static struct puma_get_req *puma_req_alloc(void)
 {
 	struct puma_get_req *req = kzalloc(sizeof(*req), GFP_NOIO);
 
-	if (req)
-		init_completion(&req->done);
+	if (!req)
+		return NULL;
+	req->seal = puma_seal_ctx_alloc(GFP_NOIO);
+	if (!req->seal) {
+		kfree(req);
+		return NULL;
+	}
+	init_completion(&req->done);
 	return req;
+}
+
+static void puma_req_free(struct puma_get_req *req)
+{
+	if (!req)
+		return;
+	puma_seal_ctx_free(req->seal);
+	kfree(req);
 }
 
 /* Split @rac into runs: remote ones by GET, the others by ->readahead. */
@@ -139,6 +167,7 @@ static void puma_read_split(struct readahead_control *rac,
 {
 	struct address_space *mapping = rac->mapping;
 	struct puma_get_req *req = NULL;
+	u64 version[PUMA_BATCH_MAX];
 	struct puma_fkey fk = { };
 	unsigned long seq = 0;
 
@@ -151,6 +180,7 @@ static void puma_read_split(struct readahead_control *rac,
 			struct folio *folio = xa_load(&mapping->i_pages,
 						      start + n);
 			unsigned long fseq = 0;
+			u64 ver = 0;
 
 			if (!folio || xa_is_value(folio))
 				break;
@@ -158,7 +188,7 @@ static void puma_read_split(struct readahead_control *rac,
 			if (folio_nr_pages(folio) == 1 &&
 			    puma_rtt_allows_get())
 				p = puma_index_lookup(inode, start + n, &fk,
-						      &fseq);
+						      &fseq, &ver);
 			if (n == 0) {
 				peer = p;
 				seq = fseq;
@@ -166,6 +196,9 @@ static void puma_read_split(struct readahead_control *rac,
 				   n == PUMA_BATCH_MAX))) {
 				break;
 			}
+			/* A remote run is of order-0 folios, 32 at most. */
+			if (n < PUMA_BATCH_MAX)
+				version[n] = ver;
 			n += folio_nr_pages(folio);
 		}
 		if (!n)
@@ -191,12 +224,13 @@ static void puma_read_split(struct readahead_control *rac,
 			struct folio *folio = readahead_folio(rac);
 
 			req->index[req->count] = folio->index;
+			req->version[req->count] = version[req->count];
 			req->folio[req->count++] = folio;
 		}
 		puma_count_n(PUMA_STAT_GETS, req->count);
 		puma_get_folios(rac->file, inode, peer, req, seq);
 	}
-	kfree(req);
+	puma_req_free(req);
 }
 
 static void puma_read_pages(struct readahead_control *rac)
@@ -238,13 +272,15 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	struct puma_fkey fk;
 	unsigned long seq;
 	bool answered, hit;
+	u64 version;
 	int peer;
 
 	if (!mapping || folio_test_large(folio) ||
 	    filler != mapping->a_ops->read_folio ||
 	    !puma_get_wanted(mapping->host) || !puma_rtt_allows_get())
 		return false;
-	peer = puma_index_lookup(mapping->host, folio->index, &fk, &seq);
+	peer = puma_index_lookup(mapping->host, folio->index, &fk, &seq,
+				 &version);
 	if (!peer)
 		return false;
 	req = puma_req_alloc();
@@ -253,6 +289,7 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	req->count = 1;
 	req->fkey = fk;
 	req->index[0] = folio->index;
+	req->version[0] = version;
 	req->folio[0] = folio;
 	puma_count(PUMA_STAT_GETS);
 	if (puma_cfg.exclusive)
@@ -261,8 +298,14 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	if (!answered)
 		req->hits = 0;
 	hit = req->hits & 1;
-	if (hit && !puma_index_still_valid(mapping->host, folio->index, &fk,
-					   seq)) {
+	if (hit && !puma_open_page(req->seal, &fk, folio->index, version,
+				   folio_page(folio, 0), req->tag[0])) {
+		puma_count(PUMA_STAT_MISSES);
+		puma_index_count_gets(mapping->host, 0, 1, 0);
+		puma_index_forget_bad(mapping->host, folio->index, peer);
+		hit = false;
+	} else if (hit && !puma_index_still_valid(mapping->host, folio->index,
+						  &fk, seq)) {
 		puma_count(PUMA_STAT_GET_STALE);
 		puma_index_count_gets(mapping->host, 0, 0, 1);
 		hit = false;
@@ -273,7 +316,7 @@ static bool puma_get_one(struct file *file, filler_t filler,
 			puma_index_forget_missed(mapping->host, folio->index,
 						 peer);
 	}
-	kfree(req);
+	puma_req_free(req);
 	if (!hit)
 		return false;
 	folio_mark_uptodate(folio);

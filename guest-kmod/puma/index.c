@@ -22,7 +22,9 @@
  *
  * Implementation: puma_pools lists the pools, puma_files hashes the per-file
  * records; each record's xarray maps a page index to a value entry holding
- * the lender id (or PUMA_E_SEQ, "read sequentially: do not put").  seq
+ * the lender id and the version its put was sealed under (seal.c: a get
+ * accepts only the blob of that very put), or PUMA_E_SEQ, "read
+ * sequentially: do not put".  seq
  * counts the invalidations of the file, so a get in flight can tell that
  * the file changed while it waited.  puma_truncs lists the mappings being
  * truncated: no put is taken for them until the truncate returned.  A pool
@@ -60,6 +62,12 @@
 
 #define PUMA_E_PEER_MASK	0xff
 #define PUMA_E_SEQ		0x100
+#define PUMA_E_VER_SHIFT	9	/* 54 bits of version above */
+
+static u64 puma_entry_version(unsigned long v)
+{
+	return v >> PUMA_E_VER_SHIFT;
+}
 
 /*
  * The counters a pool keeps for its file system: its share of the global
@@ -355,16 +363,18 @@ static bool puma_file_check(struct puma_file *f, struct inode *inode)
  * @fk: filled with the file's key
  * @fp: set to the file's record
  * @already: set if the lender already holds this unchanged page
+ * @version: set to the new put's version (not if @already)
  *
  * Caller: the put hook, with interrupts off.  The caller queues the page
  * under the same lock hold only if this returned 0 and !*already.
  *
  * Return: 0, -EBUSY (truncate in progress or sequential page: no put),
- * -ENOMEM.
+ * -ENOMEM, -ENOSPC (versions used up: no put ever again).
  */
 static int puma_index_note_put(struct inode *inode, pgoff_t index,
 			       int peer, struct puma_fkey *fk,
-			       struct puma_file **fp, bool *already)
+			       struct puma_file **fp, bool *already,
+			       u64 *version)
 {
 	struct puma_file *f;
 	void *old;
@@ -389,7 +399,12 @@ static int puma_index_note_put(struct inode *inode, pgoff_t index,
 		*already = true;
 		return 0;
 	}
-	if (xa_err(xa_store(&f->pages, index, xa_mk_value(peer),
+	*version = puma_seal_version();
+	if (!*version)
+		return -ENOSPC;
+	if (xa_err(xa_store(&f->pages, index,
+			    xa_mk_value(peer |
+					*version << PUMA_E_VER_SHIFT),
 			    GFP_ATOMIC | __GFP_NOWARN)))
 		return -ENOMEM;
 	if (!old)
@@ -426,6 +441,7 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 	struct puma_file *f;
 	unsigned long flags;
 	bool already;
+	u64 version;
 	int peer, ret;
 
 	spin_lock_irqsave(&puma_index_lock, flags);
@@ -439,9 +455,10 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 			   PUMA_STAT_DROP_NO_PEER);
 		goto out_unlock;
 	}
-	ret = puma_index_note_put(inode, index, peer, &fk, &f, &already);
+	ret = puma_index_note_put(inode, index, peer, &fk, &f, &already,
+				  &version);
 	if (ret) {
-		if (ret == -ENOMEM)
+		if (ret == -ENOMEM || ret == -ENOSPC)
 			puma_count(PUMA_STAT_DROP_NOMEM);
 		goto out_unlock;
 	}
@@ -450,7 +467,7 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 		f->pool->stats[PUMA_FS_PUTS_SKIPPED_CLEAN]++;
 		goto out_unlock;
 	}
-	if (puma_peer_queue_put(peer, &fk, index, data)) {
+	if (puma_peer_queue_put(peer, &fk, index, version, data)) {
 		puma_file_forget(f, index);
 		goto out_unlock;
 	}
@@ -466,11 +483,13 @@ out_unlock:
  * @index: the page
  * @fk: filled with the file's key on success
  * @seq: filled with the file's invalidation count on success
+ * @version: filled with the version of the page's put on success: the
+ *	     only one whose blob the get may accept
  *
  * Return: the lender id, or 0 if no lender holds the page.
  */
 int puma_index_lookup(struct inode *inode, pgoff_t index,
-		      struct puma_fkey *fk, unsigned long *seq)
+		      struct puma_fkey *fk, unsigned long *seq, u64 *version)
 {
 	struct puma_file *f;
 	unsigned long flags;
@@ -486,6 +505,7 @@ int puma_index_lookup(struct inode *inode, pgoff_t index,
 		if (peer) {
 			puma_fkey_fill(f, fk);
 			*seq = f->seq;
+			*version = puma_entry_version(xa_to_value(entry));
 		}
 	}
 	spin_unlock_irqrestore(&puma_index_lock, flags);
@@ -535,6 +555,27 @@ void puma_index_forget(struct inode *inode, pgoff_t index)
 	spin_unlock_irqrestore(&puma_index_lock, flags);
 }
 
+/* Forget @index of @inode if it is listed at @peer; true if it was. */
+static bool puma_index_forget_peer(struct inode *inode, pgoff_t index,
+				   int peer)
+{
+	struct puma_file *f;
+	unsigned long flags;
+	bool found = false;
+	void *entry;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, false);
+	entry = f ? xa_load(&f->pages, index) : NULL;
+	if (entry && (xa_to_value(entry) & PUMA_E_PEER_MASK) == peer) {
+		xa_erase(&f->pages, index);
+		puma_entry_del(f, xa_to_value(entry));
+		found = true;
+	}
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+	return found;
+}
+
 /**
  * puma_index_forget_missed - lender @peer answered that it lacks a page
  * @inode: the file
@@ -550,19 +591,22 @@ void puma_index_forget(struct inode *inode, pgoff_t index)
  */
 void puma_index_forget_missed(struct inode *inode, pgoff_t index, int peer)
 {
-	struct puma_file *f;
-	unsigned long flags;
-	void *entry;
-
-	spin_lock_irqsave(&puma_index_lock, flags);
-	f = puma_file_find(inode, false);
-	entry = f ? xa_load(&f->pages, index) : NULL;
-	if (entry && (xa_to_value(entry) & PUMA_E_PEER_MASK) == peer) {
-		xa_erase(&f->pages, index);
-		puma_entry_del(f, xa_to_value(entry));
+	if (puma_index_forget_peer(inode, index, peer))
 		puma_count(PUMA_STAT_MISSES_FORGOTTEN);
-	}
-	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
+/**
+ * puma_index_forget_bad - lender @peer answered with a blob that failed
+ * @inode: the file
+ * @index: the page
+ * @peer: the lender asked
+ *
+ * Its copy is no good (seal.c): forget the entry, as for a miss, so that
+ * the page is read from the disk and put again at its next eviction.
+ */
+void puma_index_forget_bad(struct inode *inode, pgoff_t index, int peer)
+{
+	puma_index_forget_peer(inode, index, peer);
 }
 
 /**

@@ -11,7 +11,9 @@
  * transport, then the invalidation and put hooks, then the get redirect,
  * then the control files; unload goes the other way, so that no get is
  * served after the hooks that keep the index right are gone, and no
- * connection outlives the module.  The module starts with every role off.
+ * connection outlives the module.  The module starts with every role off;
+ * the page sealing key is drawn with the borrower role (seal.c) and
+ * dropped after the transport at unload.
  *
  * Implementation: puma_kobj is created at load and removed at unload.
  */
@@ -116,6 +118,7 @@ static void __exit puma_exit(void)
 	puma_get_exit();
 	puma_hooks_exit();
 	puma_peer_exit();
+	puma_seal_exit();
 	puma_policy_exit();
 	puma_store_exit();
 	puma_index_exit();

@@ -19,11 +19,34 @@
  * connection down before another sender may use it, since a get sent
  * after dropped puts or invalidations could find an older copy.
  *
+ * The pages a borrower puts leave sealed (seal.c): the put hook copies the
+ * plain page into the buffer with the version the index gave its put,
+ * and the send worker encrypts it in place, just before it goes out.  A
+ * GET_REPLY's blobs are copied into the waiting folios as they are, with
+ * their tags beside; the reading task checks and decrypts them (get.c).
+ *
  * Each connection has one kernel thread that connects (borrower side),
- * runs the handshake (HELLO with a random nonce both ways, then AUTH: an
- * HMAC-SHA256 of the nonces with the shared key), then reads messages.
+ * runs the handshake, then reads messages.  Handshake (protocol version 2,
+ * docs/puma-protocol.md): HELLO with a random nonce both ways; then the
+ * borrower proves it has the pair's key (AUTH: an HMAC-SHA256 of both
+ * HELLOs), and only once the lender checked that proof does it send its
+ * own, so a client without the key never gets anything keyed to test
+ * guesses against.  Both sides then derive one key per direction from the
+ * pair's key and both nonces (HKDF with HMAC-SHA256), and every later
+ * message carries a 16-byte tag: HMAC-SHA256 with the key of its direction
+ * over its 64-bit sequence number, header and payload.  The key is the
+ * peer's own (given with "peers add IP:PORT KEY" on a borrower, with
+ * "borrower_keys add IP KEY" on a lender), else the default key.
+ *
+ * A lender bounds what unauthenticated clients cost it: at most
+ * preauth_max connections may be in the handshake at once (a newer one
+ * evicts the oldest), a handshake must be over in handshake_timeout_ms
+ * whatever the peer sends meanwhile, and the big receive and reply
+ * buffers are only allocated once the peer proved it has the key.
+ *
  * Every header and payload is checked by proto.c before use; any failure
- * closes the connection with a logged reason, counted per reason.  When a
+ * (a wrong tag too) closes the connection with a logged reason, counted
+ * per reason.  When a
  * connection closes, the borrower forgets every page the lender held
  * (puma_index_drop_peer()) and the lender frees every page of that
  * borrower, so nothing survives into the next connection.
@@ -40,6 +63,7 @@
 
 #include <crypto/algapi.h>
 #include <crypto/hash.h>
+#include <crypto/sha2.h>
 #include <linux/highmem.h>
 #include <linux/in.h>
 #include <linux/delay.h>
@@ -82,6 +106,16 @@ module_param(fault_inval_error_ms, uint, 0644);
 MODULE_PARM_DESC(fault_inval_error_ms,
 		 "Test only: fail the next INVAL send after this long, shut down as long after (0)");
 
+static unsigned int handshake_timeout_ms = 5000;
+module_param(handshake_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(handshake_timeout_ms,
+		 "A connection whose handshake is not over after this long is closed (5000)");
+
+static unsigned int preauth_max = 4;
+module_param(preauth_max, uint, 0644);
+MODULE_PARM_DESC(preauth_max,
+		 "Lender: connections in the handshake at most; a new one evicts the oldest (4)");
+
 #define PUMA_TXQ_EXTRA		1024	/* queued besides puts */
 #define PUMA_MSG_TIMEOUT	(10 * HZ)	/* a started message */
 #define PUMA_RECONNECT		HZ
@@ -99,10 +133,12 @@ struct puma_txbuf {
 	u64 req;
 	u32 len;	/* payload bytes */
 	bool pooled;	/* from puma_put_pool */
+	u64 version;	/* PUT: of the put, to seal it under */
 	u8 payload[];
 };
 
-#define PUMA_PUT_ITEM (sizeof(struct puma_key) + PUMA_PAGE_BYTES)
+/* A PUT item: the key, then the page, sealed in place before sending. */
+#define PUMA_PUT_ITEM (sizeof(struct puma_key) + PUMA_BLOB_BYTES)
 
 struct puma_peer {
 	struct kref ref;
@@ -129,11 +165,23 @@ struct puma_peer {
 	u32 tx_seq;
 
 	struct puma_rx_state rx;
-	u8 my_nonce[PUMA_NONCE_LEN];
-	u8 peer_nonce[PUMA_NONCE_LEN];
-	u8 *rxbuf;		/* PUMA_MSG_MAX_LEN */
-	u8 *replybuf;		/* lender side: PUMA_MSG_MAX_LEN */
+	/* The HELLO payloads, borrower's then lender's: what AUTH proves. */
+	struct puma_hello hello[2];
+	u8 hsbuf[64];		/* handshake messages */
+	u8 *rxbuf;		/* PUMA_MSG_MAX_LEN, once authenticated */
+	u8 *replybuf;		/* lender side: likewise */
+	unsigned long hs_deadline;	/* jiffies: handshake over by then */
+	struct crypto_shash *tx_tfm;	/* our direction's key; tx_mutex */
+	struct crypto_shash *rx_tfm;	/* the peer's; receiving thread */
+	u64 tx_ctr;		/* messages sent and tagged; tx_mutex */
+	u64 rx_ctr;		/* messages received and checked */
+	u8 key[sizeof(puma_cfg.key)];	/* borrower side: the pair's key */
+	unsigned int key_len;	/* 0: the default key */
+	u64 born;		/* lender side: accept order */
+	bool authed;		/* lender side: the peer proved the key */
+	bool evicted;		/* lender side: shut, too many pre-auth */
 	struct puma_sess *sess;	/* lender side */
+	struct puma_seal_ctx *seal;	/* borrower side, under tx_mutex */
 	int last_reason;
 };
 
@@ -184,9 +232,13 @@ static void puma_peer_release(struct kref *ref)
 {
 	struct puma_peer *p = container_of(ref, struct puma_peer, ref);
 
+	crypto_free_shash(p->tx_tfm);
+	crypto_free_shash(p->rx_tfm);
 	kvfree(p->rxbuf);
 	kvfree(p->replybuf);
-	kfree(p);
+	if (p->seal)
+		puma_seal_ctx_free(p->seal);
+	kfree_sensitive(p);
 }
 
 static void puma_peer_put(struct puma_peer *p)
@@ -309,14 +361,15 @@ static void puma_key_fill(struct puma_key *k, const struct puma_fkey *fk,
  * @id: the lender
  * @fk: the file
  * @index: the page index
- * @data: PAGE_SIZE bytes, copied before return
+ * @version: the put's version (puma_seal_version()), recorded in the index
+ * @data: PAGE_SIZE bytes, copied before return; sealed when sent
  *
  * Caller: the put hook, under puma_index_lock.
  *
  * Return: 0 if queued, else the put is dropped (and counted).
  */
 int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
-			const void *data)
+			u64 version, const void *data)
 {
 	struct puma_txbuf *b;
 	struct puma_peer *p;
@@ -341,6 +394,7 @@ int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
 	b->flags = 0;
 	b->req = 0;
 	b->len = PUMA_PUT_ITEM;
+	b->version = version;
 	puma_key_fill((struct puma_key *)b->payload, fk, index);
 	memcpy(b->payload + sizeof(struct puma_key), data, PUMA_PAGE_BYTES);
 	ret = puma_peer_enqueue(p, b);
@@ -399,12 +453,45 @@ out_unlock:
 	spin_unlock_irqrestore(&puma_peers_lock, flags);
 }
 
-/* Send one message; caller holds p->tx_mutex. */
+/*
+ * The tag of a message: HMAC-SHA256, with the key of its direction, of its
+ * 64-bit sequence number @ctr (the header carries the low 32 bits) then
+ * the @nvec pieces of header and payload, cut to PUMA_TAG_LEN bytes.
+ */
+static int puma_tag(struct crypto_shash *tfm, u64 ctr, const struct kvec *vec,
+		    unsigned int nvec, u8 *tag)
+{
+	SHASH_DESC_ON_STACK(desc, tfm);
+	__le64 seq = cpu_to_le64(ctr);
+	u8 mac[SHA256_DIGEST_SIZE];
+	unsigned int i;
+	int ret;
+
+	desc->tfm = tfm;
+	ret = crypto_shash_init(desc) ?:
+	      crypto_shash_update(desc, (const u8 *)&seq, sizeof(seq));
+	for (i = 0; !ret && i < nvec; i++)
+		ret = crypto_shash_update(desc, vec[i].iov_base,
+					  vec[i].iov_len);
+	if (!ret)
+		ret = crypto_shash_final(desc, mac);
+	shash_desc_zero(desc);
+	memcpy(tag, mac, PUMA_TAG_LEN);
+	memzero_explicit(mac, sizeof(mac));
+	return ret;
+}
+
+/*
+ * Send one message, and its tag once the handshake is over (p->tx_tfm);
+ * caller holds p->tx_mutex.
+ */
 static int puma_send(struct puma_peer *p, u16 type, u16 flags, u64 req,
 		     struct kvec *vec, unsigned int nvec, size_t len)
 {
 	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+	u8 tag[PUMA_TAG_LEN];
 	struct puma_hdr hdr;
+	struct kvec tvec;
 	int ret;
 
 	lockdep_assert_held(&p->tx_mutex);
@@ -418,10 +505,28 @@ static int puma_send(struct puma_peer *p, u16 type, u16 flags, u64 req,
 	vec[0].iov_len = sizeof(hdr);
 	if (!p->sock)
 		return -ENOTCONN;
+	if (p->tx_tfm) {
+		ret = puma_tag(p->tx_tfm, p->tx_ctr++, vec, nvec, tag);
+		if (ret)
+			return ret;
+		/* Header, payload and tag leave in one segment train. */
+		msg.msg_flags |= MSG_MORE;
+	}
 	ret = kernel_sendmsg(p->sock, &msg, vec, nvec, len + sizeof(hdr));
 	if (ret < 0)
 		return ret;
 	if (ret != len + sizeof(hdr))
+		return -EIO;
+	puma_count_n(PUMA_STAT_BYTES_TX, ret);
+	if (!p->tx_tfm)
+		return 0;
+	msg.msg_flags = MSG_NOSIGNAL;
+	tvec.iov_base = tag;
+	tvec.iov_len = sizeof(tag);
+	ret = kernel_sendmsg(p->sock, &msg, &tvec, 1, sizeof(tag));
+	if (ret < 0)
+		return ret;
+	if (ret != sizeof(tag))
 		return -EIO;
 	puma_count_n(PUMA_STAT_BYTES_TX, ret);
 	return 0;
@@ -439,7 +544,11 @@ static int puma_send_small(struct puma_peer *p, u16 type, u64 req,
 	return ret;
 }
 
-/* Send consecutive puts as one batch; caller holds p->tx_mutex. */
+/*
+ * Seal and send consecutive puts as one batch; caller holds p->tx_mutex.
+ * A page that cannot be sealed is not sent, which fails the send: the
+ * connection is then shut down as for any failed send.
+ */
 static int puma_send_puts(struct puma_peer *p, struct list_head *items,
 			  unsigned int n)
 {
@@ -447,11 +556,19 @@ static int puma_send_puts(struct puma_peer *p, struct list_head *items,
 	struct puma_batch batch = { .count = cpu_to_le32(n) };
 	struct puma_txbuf *b;
 	unsigned int i = 2;
+	int ret;
 
 	lockdep_assert_held(&p->tx_mutex);
+	if (!p->seal)
+		return -ENOMEM;
 	vec[1].iov_base = &batch;
 	vec[1].iov_len = sizeof(batch);
 	list_for_each_entry(b, items, node) {
+		ret = puma_seal_page(p->seal, (struct puma_key *)b->payload,
+				     b->version,
+				     b->payload + sizeof(struct puma_key));
+		if (ret)
+			return ret;
 		vec[i].iov_base = b->payload;
 		vec[i++].iov_len = PUMA_PUT_ITEM;
 	}
@@ -554,7 +671,9 @@ static void puma_tx_work(struct work_struct *work)
  * @req: count, fkey, index[] and folio[] (locked) set by the caller
  *
  * On return req->hits has a bit set for each folio filled with the
- * lender's data; the caller still checks that the file did not change.
+ * lender's blob: ciphertext in the folio, its tag in req->tag.  The caller
+ * still opens it (puma_open_page()) and checks that the file did not
+ * change.
  *
  * Return: 0, or -errno (no hit then).
  */
@@ -687,10 +806,17 @@ void puma_peer_broadcast(u16 type)
 	spin_unlock_irqrestore(&puma_peers_lock, flags);
 }
 
-/* Receive exactly @len bytes; @idle: waiting for a message may last. */
+/*
+ * Receive exactly @len bytes; @idle: waiting for a message may last.
+ * Once the first byte is in, the rest must come within PUMA_MSG_TIMEOUT,
+ * however slowly it trickles; in the handshake, all must come before
+ * p->hs_deadline.
+ */
 static int puma_recv(struct puma_peer *p, void *buf, size_t len, bool idle)
 {
-	unsigned long deadline = jiffies + PUMA_MSG_TIMEOUT;
+	bool hs = p->rx.phase != PUMA_PHASE_READY;
+	unsigned long deadline = hs ? p->hs_deadline :
+				      jiffies + PUMA_MSG_TIMEOUT;
 	size_t got = 0;
 
 	while (got < len) {
@@ -699,6 +825,13 @@ static int puma_recv(struct puma_peer *p, void *buf, size_t len, bool idle)
 		struct msghdr msg = { };
 		int ret;
 
+		if (hs || !idle || got) {
+			if (time_after(jiffies, deadline))
+				return hs ? PUMA_ERR_HS_TIMEOUT :
+					    PUMA_ERR_TIMEOUT;
+		} else {
+			deadline = jiffies + PUMA_MSG_TIMEOUT;
+		}
 		ret = kernel_recvmsg(p->sock, &msg, &vec, 1, len - got,
 				     MSG_WAITALL);
 		if (ret > 0) {
@@ -712,72 +845,210 @@ static int puma_recv(struct puma_peer *p, void *buf, size_t len, bool idle)
 			return PUMA_ERR_IO;
 		if (kthread_should_stop())
 			return PUMA_ERR_IO;
-		if ((!idle || got) && time_after(jiffies, deadline))
-			return PUMA_ERR_TIMEOUT;
 	}
 	return PUMA_OK;
 }
 
-/* Receive and check one message into p->rxbuf. */
+/*
+ * Receive and check one message into p->rxbuf (p->hsbuf in the
+ * handshake).  Once the handshake is over the tag is checked before
+ * anything else in the payload.
+ */
 static int puma_recv_msg(struct puma_peer *p, struct puma_hdr *h, bool idle)
 {
+	bool tagged = puma_rx_tag_len(&p->rx);
+	u8 *buf = tagged ? p->rxbuf : p->hsbuf;
+	u8 tag[PUMA_TAG_LEN], want[PUMA_TAG_LEN];
+	u32 len;
 	int ret;
 
+	BUILD_BUG_ON(sizeof(struct puma_hello) > sizeof(p->hsbuf) ||
+		     sizeof(struct puma_auth) > sizeof(p->hsbuf));
 	ret = puma_recv(p, h, sizeof(*h), idle);
 	if (ret)
 		return ret;
 	ret = puma_check_hdr(&p->rx, h);
 	if (ret)
 		return ret;
-	ret = puma_recv(p, p->rxbuf, le32_to_cpu(h->len), false);
+	/* Bounded by puma_check_hdr(): 44 bytes at most in the handshake. */
+	len = le32_to_cpu(h->len);
+	ret = puma_recv(p, buf, len, false);
 	if (ret)
 		return ret;
-	ret = puma_check_payload(&p->rx, h, p->rxbuf);
+	if (tagged) {
+		struct kvec vec[2] = {
+			{ .iov_base = h, .iov_len = sizeof(*h) },
+			{ .iov_base = buf, .iov_len = len },
+		};
+
+		ret = puma_recv(p, tag, sizeof(tag), false);
+		if (ret)
+			return ret;
+		if (puma_tag(p->rx_tfm, p->rx_ctr++, vec, len ? 2 : 1, want))
+			return PUMA_ERR_IO;
+		if (crypto_memneq(tag, want, sizeof(tag)))
+			return PUMA_ERR_TAG;
+	}
+	ret = puma_check_payload(&p->rx, h, buf);
 	if (ret)
 		return ret;
 	puma_rx_advance(&p->rx, h);
 	return PUMA_OK;
 }
 
-static int puma_mac(bool lender, const u8 *own, const u8 *other, u8 *out)
+/* HMAC-SHA256 with @key of the @n pieces of @parts into @out. */
+static int puma_hmac(struct crypto_shash *tfm, const u8 *key,
+		     unsigned int key_len, const struct kvec *parts,
+		     unsigned int n, u8 *out)
 {
-	const char *label = lender ? "puma1-lender" : "puma1-borrower";
-	struct crypto_shash *tfm;
-	u8 key[sizeof(puma_cfg.key)];
-	unsigned int key_len;
+	unsigned int i;
 	int ret;
 
-	key_len = puma_key_copy(key);
-	if (!key_len)
-		return -ENOKEY;
-	tfm = crypto_alloc_shash("hmac(sha256)", 0, 0);
-	if (IS_ERR(tfm)) {
-		ret = PTR_ERR(tfm);
-		goto out_zero;
-	}
 	ret = crypto_shash_setkey(tfm, key, key_len);
 	if (!ret) {
 		SHASH_DESC_ON_STACK(desc, tfm);
 
 		desc->tfm = tfm;
-		ret = crypto_shash_init(desc) ?:
-		      crypto_shash_update(desc, label, strlen(label)) ?:
-		      crypto_shash_update(desc, own, PUMA_NONCE_LEN) ?:
-		      crypto_shash_update(desc, other, PUMA_NONCE_LEN) ?:
-		      crypto_shash_final(desc, out);
+		ret = crypto_shash_init(desc);
+		for (i = 0; !ret && i < n; i++)
+			ret = crypto_shash_update(desc, parts[i].iov_base,
+						  parts[i].iov_len);
+		if (!ret)
+			ret = crypto_shash_final(desc, out);
 		shash_desc_zero(desc);
 	}
-	crypto_free_shash(tfm);
-out_zero:
-	memzero_explicit(key, sizeof(key));
 	return ret;
 }
 
+/*
+ * The AUTH proof of the borrower (@lender false) or of the lender:
+ * HMAC-SHA256(key, "puma2-<role>" || borrower's HELLO || lender's HELLO).
+ */
+static int puma_proof(struct puma_peer *p, struct crypto_shash *tfm,
+		      const u8 *key, unsigned int key_len, bool lender,
+		      u8 *out)
+{
+	const char *label = lender ? "puma2-lender" : "puma2-borrower";
+	struct kvec parts[] = {
+		{ .iov_base = (void *)label, .iov_len = strlen(label) },
+		{ .iov_base = &p->hello[0], .iov_len = sizeof(p->hello[0]) },
+		{ .iov_base = &p->hello[1], .iov_len = sizeof(p->hello[1]) },
+	};
+
+	return puma_hmac(tfm, key, key_len, parts, ARRAY_SIZE(parts), out);
+}
+
+/*
+ * Per-connection keys, one per direction (HKDF-SHA256, RFC 5869, one
+ * output block): PRK = HMAC(borrower nonce || lender nonce, pair key),
+ * key = HMAC(PRK, "puma2 borrower->lender" or "puma2 lender->borrower" ||
+ * 0x01).  Sets p->tx_tfm and p->rx_tfm to HMAC-SHA256 with them.
+ */
+static int puma_session_keys(struct puma_peer *p, struct crypto_shash *tfm,
+			     const u8 *key, unsigned int key_len)
+{
+	static const char *const labels[2] = { "puma2 borrower->lender\x01",
+					       "puma2 lender->borrower\x01" };
+	u8 salt[2 * PUMA_NONCE_LEN], prk[SHA256_DIGEST_SIZE];
+	u8 dkey[2][SHA256_DIGEST_SIZE];
+	struct crypto_shash *t[2] = { };
+	struct kvec part;
+	int i, ret;
+
+	memcpy(salt, p->hello[0].nonce, PUMA_NONCE_LEN);
+	memcpy(salt + PUMA_NONCE_LEN, p->hello[1].nonce, PUMA_NONCE_LEN);
+	part.iov_base = (void *)key;
+	part.iov_len = key_len;
+	ret = puma_hmac(tfm, salt, sizeof(salt), &part, 1, prk);
+	for (i = 0; !ret && i < 2; i++) {
+		part.iov_base = (void *)labels[i];
+		part.iov_len = strlen(labels[i]);
+		ret = puma_hmac(tfm, prk, sizeof(prk), &part, 1, dkey[i]);
+	}
+	for (i = 0; !ret && i < 2; i++) {
+		t[i] = crypto_alloc_shash("hmac(sha256)", 0, 0);
+		if (IS_ERR(t[i])) {
+			ret = PTR_ERR(t[i]);
+			t[i] = NULL;
+		} else {
+			ret = crypto_shash_setkey(t[i], dkey[i],
+						  sizeof(dkey[i]));
+		}
+	}
+	memzero_explicit(prk, sizeof(prk));
+	memzero_explicit(dkey, sizeof(dkey));
+	if (ret) {
+		crypto_free_shash(t[0]);
+		crypto_free_shash(t[1]);
+		return ret;
+	}
+	/* t[0]: borrower -> lender. */
+	mutex_lock(&p->tx_mutex);
+	p->tx_tfm = t[p->lender_side];
+	p->tx_ctr = 2;
+	mutex_unlock(&p->tx_mutex);
+	p->rx_tfm = t[!p->lender_side];
+	p->rx_ctr = 2;
+	return 0;
+}
+
+/* The key of this pair: its own, else the default one. */
+static unsigned int puma_pair_key(struct puma_peer *p, u8 *key)
+{
+	if (p->lender_side)
+		return puma_borrower_key_copy(p->addr.sin_addr.s_addr, key);
+	if (p->key_len) {
+		memcpy(key, p->key, p->key_len);
+		return p->key_len;
+	}
+	return puma_key_copy(key);
+}
+
+/* Both ways: receive the peer's AUTH and check its proof. */
+static int puma_check_proof(struct puma_peer *p, struct crypto_shash *tfm,
+			    const u8 *key, unsigned int key_len)
+{
+	u8 want[PUMA_MAC_LEN];
+	struct puma_hdr h;
+	int ret;
+
+	ret = puma_recv_msg(p, &h, false);
+	if (ret)
+		return ret;
+	if (puma_proof(p, tfm, key, key_len, !p->lender_side, want))
+		ret = PUMA_ERR_IO;
+	else if (crypto_memneq(want, p->hsbuf, PUMA_MAC_LEN))
+		ret = PUMA_ERR_AUTH;
+	memzero_explicit(want, sizeof(want));
+	return ret;
+}
+
+static int puma_send_proof(struct puma_peer *p, struct crypto_shash *tfm,
+			   const u8 *key, unsigned int key_len)
+{
+	struct puma_auth auth;
+	int ret = PUMA_OK;
+
+	if (puma_proof(p, tfm, key, key_len, p->lender_side, auth.mac))
+		ret = PUMA_ERR_IO;
+	else if (puma_send_small(p, PUMA_MSG_AUTH, 0, &auth, sizeof(auth)))
+		ret = PUMA_ERR_IO;
+	memzero_explicit(&auth, sizeof(auth));
+	return ret;
+}
+
+/*
+ * HELLO both ways; the borrower's AUTH, checked by the lender; only then
+ * the lender's AUTH, checked by the borrower; then the per-direction keys.
+ * The whole exchange must be over by p->hs_deadline.
+ */
 static int puma_handshake(struct puma_peer *p)
 {
 	bool lender = p->lender_side;
-	struct puma_hello hello = { };
-	struct puma_auth auth, want;
+	struct puma_hello *mine = &p->hello[lender];
+	struct crypto_shash *tfm;
+	u8 key[sizeof(puma_cfg.key)];
+	unsigned int key_len;
 	struct puma_hdr h;
 	int ret;
 
@@ -785,33 +1056,53 @@ static int puma_handshake(struct puma_peer *p)
 	p->rx.phase = PUMA_PHASE_HELLO;
 	p->rx.my_role = lender ? PUMA_ROLE_LENDER : PUMA_ROLE_BORROWER;
 	p->tx_seq = 0;
-	get_random_bytes(p->my_nonce, sizeof(p->my_nonce));
-	hello.magic = cpu_to_le32(PUMA_PROTO_MAGIC);
-	hello.version_min = cpu_to_le16(PUMA_PROTO_VERSION);
-	hello.version_max = cpu_to_le16(PUMA_PROTO_VERSION);
-	hello.role = cpu_to_le16(p->rx.my_role);
-	memcpy(hello.nonce, p->my_nonce, PUMA_NONCE_LEN);
-	strscpy(hello.name, utsname()->nodename, sizeof(hello.name));
-	if (puma_send_small(p, PUMA_MSG_HELLO, 0, &hello, sizeof(hello)))
+	p->hs_deadline = jiffies +
+			 msecs_to_jiffies(READ_ONCE(handshake_timeout_ms));
+	memset(mine, 0, sizeof(*mine));
+	mine->magic = cpu_to_le32(PUMA_PROTO_MAGIC);
+	mine->version_min = cpu_to_le16(PUMA_PROTO_VERSION);
+	mine->version_max = cpu_to_le16(PUMA_PROTO_VERSION);
+	mine->role = cpu_to_le16(p->rx.my_role);
+	get_random_bytes(mine->nonce, sizeof(mine->nonce));
+	strscpy(mine->name, utsname()->nodename, sizeof(mine->name));
+	if (puma_send_small(p, PUMA_MSG_HELLO, 0, mine, sizeof(*mine)))
 		return PUMA_ERR_IO;
 
 	ret = puma_recv_msg(p, &h, false);
 	if (ret)
 		return ret;
-	memcpy(p->peer_nonce, ((struct puma_hello *)p->rxbuf)->nonce,
-	       PUMA_NONCE_LEN);
+	memcpy(&p->hello[!lender], p->hsbuf, sizeof(p->hello[0]));
 
-	if (puma_mac(lender, p->my_nonce, p->peer_nonce, auth.mac))
+	key_len = puma_pair_key(p, key);
+	if (!key_len)
 		return PUMA_ERR_NOKEY;
-	if (puma_send_small(p, PUMA_MSG_AUTH, 0, &auth, sizeof(auth)))
-		return PUMA_ERR_IO;
-	ret = puma_recv_msg(p, &h, false);
+	tfm = crypto_alloc_shash("hmac(sha256)", 0, 0);
+	if (IS_ERR(tfm)) {
+		ret = PUMA_ERR_IO;
+		goto out_zero;
+	}
+	if (lender) {
+		/* Nothing keyed leaves before the borrower proved the key. */
+		ret = puma_check_proof(p, tfm, key, key_len) ?:
+		      puma_send_proof(p, tfm, key, key_len);
+	} else {
+		ret = puma_send_proof(p, tfm, key, key_len) ?:
+		      puma_check_proof(p, tfm, key, key_len);
+	}
+	if (!ret && puma_session_keys(p, tfm, key, key_len))
+		ret = PUMA_ERR_IO;
+	crypto_free_shash(tfm);
+out_zero:
+	memzero_explicit(key, sizeof(key));
 	if (ret)
 		return ret;
-	if (puma_mac(!lender, p->peer_nonce, p->my_nonce, want.mac))
-		return PUMA_ERR_NOKEY;
-	if (crypto_memneq(want.mac, p->rxbuf, PUMA_MAC_LEN))
-		return PUMA_ERR_AUTH;
+	/* Only now the big buffers: an unauthenticated peer costs little. */
+	if (!p->rxbuf)
+		p->rxbuf = kvmalloc(PUMA_MSG_MAX_LEN, GFP_KERNEL);
+	if (lender && !p->replybuf)
+		p->replybuf = kvmalloc(PUMA_MSG_MAX_LEN, GFP_KERNEL);
+	if (!p->rxbuf || (lender && !p->replybuf))
+		return PUMA_ERR_IO;
 	p->rx.phase = PUMA_PHASE_READY;
 	return PUMA_OK;
 }
@@ -834,7 +1125,7 @@ static int puma_lend_get(struct puma_peer *p, const struct puma_hdr *h)
 		puma_count(PUMA_STAT_LEND_GETS);
 		if (puma_store_get(p->sess, &keys[i], data, excl)) {
 			hits |= BIT(i);
-			data += PUMA_PAGE_BYTES;
+			data += PUMA_BLOB_BYTES;
 			puma_count(PUMA_STAT_LEND_HITS);
 		}
 	}
@@ -859,7 +1150,10 @@ static bool puma_key_match(const struct puma_key *k,
 	       le64_to_cpu(k->index) == req->index[i];
 }
 
-/* Borrower: fill the folios of the request this reply answers. */
+/*
+ * Borrower: fill the folios of the request this reply answers with the
+ * ciphertext, the tags go to the request; the reader opens them.
+ */
 static int puma_borrow_reply(struct puma_peer *p, const struct puma_hdr *h)
 {
 	const struct puma_batch *in = (void *)p->rxbuf;
@@ -897,7 +1191,9 @@ static int puma_borrow_reply(struct puma_peer *p, const struct puma_hdr *h)
 		if (hits & BIT(i)) {
 			memcpy_to_page(folio_page(req->folio[i], 0), 0,
 				       (const char *)data, PUMA_PAGE_BYTES);
-			data += PUMA_PAGE_BYTES;
+			memcpy(req->tag[i], data + PUMA_PAGE_BYTES,
+			       PUMA_SEAL_TAG_LEN);
+			data += PUMA_BLOB_BYTES;
 			req->hits |= BIT(i);
 		}
 	}
@@ -965,11 +1261,10 @@ static int puma_connect(struct puma_peer *p)
 	return 0;
 }
 
-static const int puma_sndbuf = 128 << 10;
-
 static void puma_sock_setup(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
+	int sndbuf = 128 << 10;
 
 	sk->sk_allocation = GFP_NOIO;
 	puma_sock_no_task_frag(sk);
@@ -982,7 +1277,7 @@ static void puma_sock_setup(struct socket *sock)
 	 * bandwidth-delay product between guests on one host or rack.
 	 */
 	sock_setsockopt(sock, SOL_SOCKET, SO_SNDBUF,
-			KERNEL_SOCKPTR(&puma_sndbuf), sizeof(puma_sndbuf));
+			KERNEL_SOCKPTR(&sndbuf), sizeof(sndbuf));
 	/* A cut link ends the connection (and its remote pages) in ~10 s. */
 	tcp_sock_set_user_timeout(sk, 10000);
 	sock_set_keepalive(sk);
@@ -1043,7 +1338,11 @@ static void puma_peer_down(struct puma_peer *p, int reason)
 	cancel_work_sync(&p->tx_work);
 	/* A get may be sending from its own task (puma_peer_get()). */
 	mutex_lock(&p->tx_mutex);
+	crypto_free_shash(p->tx_tfm);
+	p->tx_tfm = NULL;
 	mutex_unlock(&p->tx_mutex);
+	crypto_free_shash(p->rx_tfm);
+	p->rx_tfm = NULL;
 	list_for_each_entry_safe(b, btmp, &txq, node)
 		puma_txbuf_free(b);
 	while (puma_fail_get(p))
@@ -1088,6 +1387,8 @@ static int puma_peer_thread(void *arg)
 		p->state = PUMA_PEER_HANDSHAKE;
 		spin_unlock_irq(&p->lock);
 		reason = puma_handshake(p);
+		if (reason && READ_ONCE(p->evicted))
+			reason = PUMA_ERR_EVICTED;
 		if (!reason && p->lender_side) {
 			p->sess = puma_store_sess_new();
 			if (!p->sess)
@@ -1097,6 +1398,9 @@ static int puma_peer_thread(void *arg)
 			spin_lock_irq(&p->lock);
 			p->state = PUMA_PEER_READY;
 			spin_unlock_irq(&p->lock);
+			spin_lock_irq(&puma_peers_lock);
+			p->authed = true;
+			spin_unlock_irq(&puma_peers_lock);
 			pr_info("peer %s: connected as %s\n", p->name,
 				p->lender_side ? "lender" : "borrower");
 			if (p->lender_side && puma_lender_suspended())
@@ -1133,12 +1437,13 @@ static struct puma_peer *puma_peer_alloc(bool lender_side)
 	INIT_LIST_HEAD(&p->txq);
 	INIT_LIST_HEAD(&p->gets);
 	INIT_WORK(&p->tx_work, puma_tx_work);
-	p->rxbuf = kvmalloc(PUMA_MSG_MAX_LEN, GFP_KERNEL);
-	if (lender_side)
-		p->replybuf = kvmalloc(PUMA_MSG_MAX_LEN, GFP_KERNEL);
-	if (!p->rxbuf || (lender_side && !p->replybuf)) {
-		puma_peer_put(p);
-		return NULL;
+	/* rxbuf and replybuf come with authentication (puma_handshake()). */
+	if (!lender_side) {
+		p->seal = puma_seal_ctx_alloc(GFP_KERNEL);
+		if (!p->seal) {
+			puma_peer_put(p);
+			return NULL;
+		}
 	}
 	return p;
 }
@@ -1237,20 +1542,31 @@ static struct puma_peer *puma_peer_by_addr(const struct sockaddr_in *sa)
 static DEFINE_MUTEX(puma_peers_mutex);	/* add/del/unload */
 
 /**
- * puma_peer_add - connect to a lender ("IPv4:port"), and keep reconnecting
- * @spec: the lender's address
+ * puma_peer_add - connect to a lender, and keep reconnecting
+ * @spec: "IPv4:port", then optionally a space and the pair's key (8 to 64
+ *	  bytes, up to the end of the line); without one, the default key
  *
  * Return: 0 or -errno.
  */
 int puma_peer_add(const char *spec)
 {
+	size_t n = strcspn(spec, " \n"), key_len;
+	const char *key = skip_spaces(spec + n);
 	struct sockaddr_in sa;
 	struct puma_peer *p;
+	char addr[32];
 	int ret;
 
-	ret = puma_parse_addr(spec, &sa);
+	if (n >= sizeof(addr))
+		return -EINVAL;
+	memcpy(addr, spec, n);
+	addr[n] = '\0';
+	ret = puma_parse_addr(addr, &sa) ?: puma_seal_ready();
 	if (ret)
 		return ret;
+	key_len = strlen(key);
+	if (key_len && puma_key_parse(key, &key_len))
+		return -EINVAL;
 	mutex_lock(&puma_peers_mutex);
 	ret = -EEXIST;
 	if (puma_peer_by_addr(&sa))
@@ -1260,6 +1576,8 @@ int puma_peer_add(const char *spec)
 	if (!p)
 		goto out_unlock;
 	p->addr = sa;
+	memcpy(p->key, key, key_len);
+	p->key_len = key_len;
 	snprintf(p->name, sizeof(p->name), "%pI4:%u", &sa.sin_addr,
 		 ntohs(sa.sin_port));
 	ret = puma_peer_start(p, NULL);
@@ -1380,8 +1698,48 @@ static void puma_reap(void)
 	mutex_unlock(&puma_peers_mutex);
 }
 
+/*
+ * Lender: make room for one more connection in the handshake.  When
+ * preauth_max of them are already there, the oldest is shut down: a
+ * flood of clients that never finish the handshake delays a borrower by
+ * its round trip at most, and costs one small struct puma_peer and one
+ * thread each, for handshake_timeout_ms at most.
+ */
+static void puma_preauth_evict(void)
+{
+	struct puma_peer *victim = NULL;
+	unsigned int n = 0;
+	unsigned long flags;
+	int id;
+
+	spin_lock_irqsave(&puma_peers_lock, flags);
+	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
+		struct puma_peer *q = puma_peers[id];
+
+		if (!q || !q->lender_side || q->authed || q->evicted ||
+		    READ_ONCE(q->dead))
+			continue;
+		n++;
+		if (!victim || q->born < victim->born)
+			victim = q;
+	}
+	if (n < max(READ_ONCE(preauth_max), 1U))
+		victim = NULL;
+	if (victim) {
+		WRITE_ONCE(victim->evicted, true);
+		kref_get(&victim->ref);
+	}
+	spin_unlock_irqrestore(&puma_peers_lock, flags);
+	if (victim) {
+		puma_shutdown(victim);
+		puma_peer_put(victim);
+	}
+}
+
 static int puma_listen_thread(void *arg)
 {
+	u64 accepted = 0;
+
 	struct socket *lsock = arg;
 
 	while (!kthread_should_stop()) {
@@ -1406,7 +1764,9 @@ static int puma_listen_thread(void *arg)
 		kernel_getpeername(sock, (struct sockaddr *)&p->addr);
 		snprintf(p->name, sizeof(p->name), "%pI4:%u",
 			 &p->addr.sin_addr, ntohs(p->addr.sin_port));
+		p->born = ++accepted;
 		mutex_lock(&puma_peers_mutex);
+		puma_preauth_evict();
 		ret = puma_peer_start(p, sock);
 		mutex_unlock(&puma_peers_mutex);
 		if (ret) {

@@ -31,6 +31,9 @@ static const char *const puma_reasons[PUMA_REASON_MAX] = {
 	[PUMA_ERR_TIMEOUT] = "timeout",
 	[PUMA_ERR_IO] = "connection error",
 	[PUMA_ERR_NOKEY] = "no shared key configured",
+	[PUMA_ERR_TAG] = "bad message tag",
+	[PUMA_ERR_HS_TIMEOUT] = "handshake not finished in time",
+	[PUMA_ERR_EVICTED] = "too many unauthenticated connections",
 };
 
 const char *puma_reason_str(int reason)
@@ -167,7 +170,7 @@ static int puma_check_batch(const struct puma_hdr *h, const void *p)
 		if (hits)
 			return PUMA_ERR_RESERVED;
 		want = sizeof(*b) + (__u64)count *
-			(sizeof(struct puma_key) + PUMA_PAGE_BYTES);
+			(sizeof(struct puma_key) + PUMA_BLOB_BYTES);
 		break;
 	case PUMA_MSG_GET:
 		if (hits)
@@ -178,7 +181,7 @@ static int puma_check_batch(const struct puma_hdr *h, const void *p)
 		if (count < 32 && (hits >> count))
 			return PUMA_ERR_COUNT;
 		want = sizeof(*b) + (__u64)count * sizeof(struct puma_key) +
-		       (__u64)puma_hweight32(hits) * PUMA_PAGE_BYTES;
+		       (__u64)puma_hweight32(hits) * PUMA_BLOB_BYTES;
 	}
 	if (want != len)
 		return PUMA_ERR_LENGTH;
@@ -187,7 +190,7 @@ static int puma_check_batch(const struct puma_hdr *h, const void *p)
 
 		if (type == PUMA_MSG_PUT)
 			k = (const void *)((const __u8 *)keys + (size_t)i *
-				(sizeof(*k) + PUMA_PAGE_BYTES));
+				(sizeof(*k) + PUMA_BLOB_BYTES));
 		else
 			k = &keys[i];
 		ret = puma_check_key(k);

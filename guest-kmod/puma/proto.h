@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Puma wire protocol, version 1 (see docs/puma-protocol.md).
+ * Puma wire protocol, version 2 (see docs/puma-protocol.md).
  *
  * One TCP connection per (borrower, lender) pair carries every message of
  * that pair, in order.  Each message is a fixed 24-byte header followed by
- * hdr.len payload bytes.  All integers are little endian.  The header is
- * checked before any payload byte is read (magic, known type, a length
- * bounded per type, sequence number equal to the expected one, a type
- * allowed in the current phase); the payload is then checked against the
- * counts it carries before anything in it is used.
+ * hdr.len payload bytes and, once the handshake is over (PUMA_PHASE_READY),
+ * by a PUMA_TAG_LEN-byte tag that hdr.len does not count.  All integers are
+ * little endian.  The header is checked before any payload byte is read
+ * (magic, known type, a length bounded per type, sequence number equal to
+ * the expected one, a type allowed in the current phase); the tag is
+ * verified next, then the payload is checked against the counts it carries
+ * before anything in it is used.
  *
  * This header and proto.c build both in the kernel and in user space (the
  * fuzz harness, lab/fuzz/), so they only use fixed-size types.
@@ -24,16 +26,27 @@
 #endif
 
 #define PUMA_PROTO_MAGIC	0x414d5550	/* "PUMA" on the wire */
-#define PUMA_PROTO_VERSION	1
+#define PUMA_PROTO_VERSION	2
 #define PUMA_PAGE_BYTES		4096
 #define PUMA_BATCH_MAX		32
 #define PUMA_NONCE_LEN		16
 #define PUMA_MAC_LEN		32
+#define PUMA_TAG_LEN		16	/* follows each message once READY */
 #define PUMA_NAME_LEN		16
+
+/*
+ * Page payload of PUT and GET_REPLY: an opaque blob the lender stores and
+ * returns as it is.  The borrower seals each page before it leaves
+ * (seal.c): the 4096 bytes of ciphertext, then the AES-GCM tag (not to
+ * be confused with the message tag, PUMA_TAG_LEN).  Nothing else in the
+ * protocol depends on what is in it.
+ */
+#define PUMA_SEAL_TAG_LEN	16
+#define PUMA_BLOB_BYTES		(PUMA_PAGE_BYTES + PUMA_SEAL_TAG_LEN)
 
 enum puma_msg_type {
 	PUMA_MSG_HELLO = 1,	/* both sides, first message */
-	PUMA_MSG_AUTH = 2,	/* both sides, second message */
+	PUMA_MSG_AUTH = 2,	/* borrower's, then lender's if it checks */
 	PUMA_MSG_PUT = 3,	/* borrower -> lender: pages to host */
 	PUMA_MSG_GET = 4,	/* borrower -> lender: pages wanted */
 	PUMA_MSG_GET_REPLY = 5,	/* lender -> borrower */
@@ -73,9 +86,12 @@ struct puma_hello {
 };
 
 /*
- * AUTH payload: HMAC-SHA256(key, label || own nonce || peer nonce) where
- * label is "puma1-borrower" or "puma1-lender" (the sender's role), so a
- * proof can be neither reflected nor replayed on another connection.
+ * AUTH payload: HMAC-SHA256(key, label || borrower's HELLO payload ||
+ * lender's HELLO payload) where label is "puma2-borrower" or
+ * "puma2-lender" (the sender's role), so a proof can be neither reflected
+ * nor replayed on another connection, and covers both HELLOs whole.  The
+ * borrower proves first; the lender sends its proof only after it checked
+ * the borrower's, so a client without the key gets nothing keyed back.
  */
 struct puma_auth {
 	__u8 mac[PUMA_MAC_LEN];
@@ -91,10 +107,10 @@ struct puma_key {
 };
 
 /*
- * PUT: batch, then count x (key, 4096 data bytes).
+ * PUT: batch, then count x (key, PUMA_BLOB_BYTES blob).
  * GET: batch, then count x key.
  * GET_REPLY: batch (hits = bitmap of found keys), count x key echoed in
- * the GET's order, then popcount(hits) x 4096 data bytes in that order.
+ * the GET's order, then popcount(hits) x PUMA_BLOB_BYTES in that order.
  */
 struct puma_batch {
 	__le32 count;	/* 1 .. PUMA_BATCH_MAX */
@@ -140,18 +156,27 @@ enum puma_reason {
 	PUMA_ERR_TIMEOUT,
 	PUMA_ERR_IO,
 	PUMA_ERR_NOKEY,
+	PUMA_ERR_TAG,		/* message tag wrong: tampered or forged */
+	PUMA_ERR_HS_TIMEOUT,	/* handshake over too late */
+	PUMA_ERR_EVICTED,	/* too many connections still in handshake */
 	PUMA_REASON_MAX,
 };
 
 #define PUMA_MSG_MAX_LEN	(sizeof(struct puma_batch) + \
 				 PUMA_BATCH_MAX * (sizeof(struct puma_key) + \
-						   PUMA_PAGE_BYTES))
+						   PUMA_BLOB_BYTES))
 
 struct puma_rx_state {
 	__u32 seq;		/* next expected sequence number */
 	__u8 phase;		/* enum puma_phase */
 	__u8 my_role;		/* enum puma_role of the receiver */
 };
+
+/* Bytes of tag after the payload of the next message @st receives. */
+static inline unsigned int puma_rx_tag_len(const struct puma_rx_state *st)
+{
+	return st->phase == PUMA_PHASE_READY ? PUMA_TAG_LEN : 0;
+}
 
 const char *puma_reason_str(int reason);
 int puma_check_hdr(const struct puma_rx_state *st, const struct puma_hdr *h);

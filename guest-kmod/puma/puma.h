@@ -9,6 +9,7 @@
  *   index.c   borrower-side record of remote copies (never-stale index)
  *   peer.c    TCP connections, handshake, ordered send queue
  *   store.c   lender-side store of hosted pages, with a shrinker
+ *   seal.c    borrower's AEAD of each page it lends (key never sent)
  *   policy.c  RTT guard, sequential filter, lender activity detection
  *   proto.c   wire format checks (shared with the user-space fuzzer)
  */
@@ -29,6 +30,7 @@
 
 #define PUMA_VERSION "0.2"
 #define PUMA_MAX_PEERS 31
+#define PUMA_MAX_BKEYS 32	/* borrowers with their own key, on a lender */
 
 /* Counters: one per event and one per reason to refuse work. */
 enum puma_stat {
@@ -62,6 +64,11 @@ enum puma_stat {
 	PUMA_STAT_LEND_SHRUNK,		/* pages given back to reclaim */
 	PUMA_STAT_LEND_SUSPENDS,	/* activity detector fired */
 	PUMA_STAT_DISCONNECTS,
+	PUMA_STAT_AUTH_FAILURES,	/* lender blobs that failed the tag */
+	PUMA_STAT_SEALS,		/* pages sealed for a put */
+	PUMA_STAT_SEAL_NS,		/* ... and the time it took */
+	PUMA_STAT_OPENS,		/* blobs checked and decrypted */
+	PUMA_STAT_OPEN_NS,
 	PUMA_STAT_NR,
 };
 
@@ -102,6 +109,8 @@ extern struct kobject *puma_kobj;
 int puma_control_init(void);
 void puma_control_exit(void);
 unsigned int puma_key_copy(u8 *buf);
+unsigned int puma_borrower_key_copy(__be32 addr, u8 *buf);
+int puma_key_parse(const char *s, size_t *len);
 
 /* A file identity in the borrower index (host endian). */
 struct puma_fkey {
@@ -109,6 +118,19 @@ struct puma_fkey {
 	u64 ino;
 	u32 gen;
 };
+
+/* seal.c */
+struct puma_seal_ctx;
+int puma_seal_ready(void);
+void puma_seal_exit(void);
+u64 puma_seal_version(void);
+struct puma_seal_ctx *puma_seal_ctx_alloc(gfp_t gfp);
+void puma_seal_ctx_free(struct puma_seal_ctx *c);
+int puma_seal_page(struct puma_seal_ctx *c, const struct puma_key *k,
+		   u64 version, u8 *blob);
+bool puma_open_page(struct puma_seal_ctx *c, const struct puma_fkey *fk,
+		    pgoff_t index, u64 version, struct page *page,
+		    const u8 *tag);
 
 /* peer.c */
 struct puma_peer;
@@ -119,8 +141,11 @@ struct puma_get_req {
 	unsigned int count;
 	struct puma_fkey fkey;
 	pgoff_t index[PUMA_BATCH_MAX];
+	u64 version[PUMA_BATCH_MAX];	/* of the puts the index records */
 	struct folio *folio[PUMA_BATCH_MAX];
-	u32 hits;		/* filled folios */
+	u32 hits;		/* folios holding a lender's ciphertext */
+	u8 tag[PUMA_BATCH_MAX][PUMA_SEAL_TAG_LEN];	/* that came with it */
+	struct puma_seal_ctx *seal;	/* to open them, in the reader */
 	int error;
 	struct completion done;
 };
@@ -135,7 +160,7 @@ int puma_listen_set(bool on);
 int puma_peer_pick(void);
 bool puma_peer_ready(int id);
 int puma_peer_queue_put(int id, const struct puma_fkey *fk, pgoff_t index,
-			const void *data);
+			u64 version, const void *data);
 void puma_peer_queue_inval(int id, const struct puma_fkey *fk, u32 kind,
 			   pgoff_t start, pgoff_t end);
 int puma_peer_get(int id, struct puma_get_req *req);
@@ -150,11 +175,12 @@ bool puma_inode_eligible(struct inode *inode);
 void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 			 pgoff_t index, const void *data);
 int puma_index_lookup(struct inode *inode, pgoff_t index,
-		      struct puma_fkey *fk, unsigned long *seq);
+		      struct puma_fkey *fk, unsigned long *seq, u64 *version);
 bool puma_index_still_valid(struct inode *inode, pgoff_t index,
 			    const struct puma_fkey *fk, unsigned long seq);
 void puma_index_forget(struct inode *inode, pgoff_t index);
 void puma_index_forget_missed(struct inode *inode, pgoff_t index, int peer);
+void puma_index_forget_bad(struct inode *inode, pgoff_t index, int peer);
 void puma_index_inval(struct inode *inode, pgoff_t start, pgoff_t end);
 void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
 				unsigned long nr);
@@ -185,7 +211,7 @@ void puma_store_exit(void);
 struct puma_sess *puma_store_sess_new(void);
 void puma_store_sess_free(struct puma_sess *s);
 int puma_store_put(struct puma_sess *s, const struct puma_key *k,
-		   const void *data);
+		   const void *blob);
 bool puma_store_get(struct puma_sess *s, const struct puma_key *k, void *dst,
 		    bool exclusive);
 void puma_store_inval(struct puma_sess *s, const struct puma_inval *inv);

@@ -9,24 +9,33 @@
  * busy.  Each borrower connection is a session with its own page budget
  * (puma_cfg.capacity_pages); a session's pages die with its connection.
  *
+ * What is stored is opaque: the blob a borrower sealed (seal.c), the
+ * ciphertext of its page and a tag, PUMA_BLOB_BYTES, which the lender can
+ * neither read nor change unnoticed.  Each takes a page for the
+ * ciphertext and the tag's bytes beside it in the struct puma_hpage; the
+ * accounting (capacity, hosted_pages, the shrinker) counts blobs.
+ *
  * A put of a key already stored overwrites the copy; a put that cannot be
  * stored (budget, memory, lending suspended) deletes the copy, so a copy
  * is always the latest put of its key or absent (docs/puma-never-stale.md).
  *
  * Implementation: puma_objs hashes the files (session, pool, ino, gen) to
  * an xarray of struct puma_hpage by index; every hosted page is on
- * puma_lru.  puma_store_lock protects all of it (process context only:
+ * puma_lru.  The borrower chooses pool, ino and gen, so the hash is keyed
+ * (SipHash, with a key drawn at load): it cannot aim its files at one
+ * bucket.  puma_store_lock protects all of it (process context only:
  * the receiving threads and the shrinker).
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/hash.h>
 #include <linux/hashtable.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
+#include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/shrinker.h>
+#include <linux/siphash.h>
 #include <linux/slab.h>
 #include <linux/swap.h>
 #include <linux/xarray.h>
@@ -50,21 +59,31 @@ struct puma_obj {
 	struct xarray pages;
 };
 
+#define PUMA_BLOB_TAIL	(PUMA_BLOB_BYTES - PUMA_PAGE_BYTES)
+
 struct puma_hpage {
 	struct list_head lru;
 	struct puma_obj *obj;
 	pgoff_t index;
-	struct page *page;
+	struct page *page;		/* the first PUMA_PAGE_BYTES */
+	u8 tail[PUMA_BLOB_TAIL];	/* the rest of the blob */
 };
+
+static void puma_hpage_fill(struct puma_hpage *hp, const u8 *blob)
+{
+	memcpy_to_page(hp->page, 0, blob, PUMA_PAGE_BYTES);
+	memcpy(hp->tail, blob + PUMA_PAGE_BYTES, PUMA_BLOB_TAIL);
+}
 
 static DEFINE_SPINLOCK(puma_store_lock);
 static DEFINE_HASHTABLE(puma_objs, 12);
 static LIST_HEAD(puma_lru);
 static atomic_long_t puma_hosted = ATOMIC_LONG_INIT(0);
+static siphash_key_t puma_hash_key;
 
-static u32 puma_obj_hash(struct puma_sess *s, u64 pool, u64 ino)
+static u32 puma_obj_hash(struct puma_sess *s, u64 pool, u64 ino, u32 gen)
 {
-	return hash_64((unsigned long)s ^ pool ^ ino, 32);
+	return siphash_4u64((unsigned long)s, pool, ino, gen, &puma_hash_key);
 }
 
 static struct puma_obj *puma_obj_find(struct puma_sess *s,
@@ -72,7 +91,7 @@ static struct puma_obj *puma_obj_find(struct puma_sess *s,
 {
 	u64 pool = le64_to_cpu(k->pool), ino = le64_to_cpu(k->ino);
 	u32 gen = le32_to_cpu(k->gen);
-	u32 h = puma_obj_hash(s, pool, ino);
+	u32 h = puma_obj_hash(s, pool, ino, gen);
 	struct puma_obj *o;
 
 	lockdep_assert_held(&puma_store_lock);
@@ -129,15 +148,15 @@ static void puma_obj_drop(struct puma_obj *o, pgoff_t start, pgoff_t end)
 }
 
 /**
- * puma_store_put - store a borrower's page
+ * puma_store_put - store a borrower's blob
  * @s: the borrower's session
  * @k: the key
- * @data: PUMA_PAGE_BYTES bytes
+ * @blob: PUMA_BLOB_BYTES bytes
  *
  * Return: 0 if stored; otherwise the key has no copy any more.
  */
 int puma_store_put(struct puma_sess *s, const struct puma_key *k,
-		   const void *data)
+		   const void *blob)
 {
 	pgoff_t index = le64_to_cpu(k->index);
 	struct puma_hpage *hp = NULL;
@@ -154,7 +173,7 @@ int puma_store_put(struct puma_sess *s, const struct puma_key *k,
 		goto out_drop;
 	}
 	if (hp) {
-		memcpy_to_page(hp->page, 0, data, PUMA_PAGE_BYTES);
+		puma_hpage_fill(hp, blob);
 		list_move_tail(&hp->lru, &puma_lru);
 		goto out_unlock;
 	}
@@ -176,7 +195,7 @@ int puma_store_put(struct puma_sess *s, const struct puma_key *k,
 	if (xa_err(xa_store(&o->pages, index, hp,
 			    GFP_NOWAIT | __GFP_NOWARN)))
 		goto out_free_page;
-	memcpy_to_page(hp->page, 0, data, PUMA_PAGE_BYTES);
+	puma_hpage_fill(hp, blob);
 	hp->obj = o;
 	hp->index = index;
 	list_add_tail(&hp->lru, &puma_lru);
@@ -208,10 +227,10 @@ out_unlock:
 }
 
 /**
- * puma_store_get - copy a stored page out
+ * puma_store_get - copy a stored blob out
  * @s: the borrower's session
  * @k: the key
- * @dst: PUMA_PAGE_BYTES bytes
+ * @dst: PUMA_BLOB_BYTES bytes
  * @exclusive: drop the copy after it was read
  *
  * Return: true if found.
@@ -228,6 +247,7 @@ bool puma_store_get(struct puma_sess *s, const struct puma_key *k, void *dst,
 		hp = xa_load(&o->pages, le64_to_cpu(k->index));
 	if (hp) {
 		memcpy_from_page(dst, hp->page, 0, PUMA_PAGE_BYTES);
+		memcpy((u8 *)dst + PUMA_PAGE_BYTES, hp->tail, PUMA_BLOB_TAIL);
 		if (exclusive)
 			puma_hpage_free(hp);
 		else
@@ -345,6 +365,7 @@ static struct shrinker *puma_shrinker;
 
 int puma_store_init(void)
 {
+	get_random_bytes(&puma_hash_key, sizeof(puma_hash_key));
 	puma_shrinker = puma_shrinker_create("puma-store", puma_shrink_count,
 					     puma_shrink_scan);
 	return puma_shrinker ? 0 : -ENOMEM;

@@ -45,6 +45,10 @@ def run(kernel):
             return False
         shutil.copy(os.path.join(built, 'puma.ko'), share)
         shutil.copy(os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl'), share)
+        # The borrower seals its pages with AES-GCM: ship the crypto
+        # modules, for guest images made before lab/lib/image.sh listed
+        # them (load_borrower() runs kmod.CRYPTO_LOAD), as the tests do.
+        kmod.ship_crypto(paths.kernel(kernel), share)
         borrower = puma.boot(lab, 'borrower', args, args.borrower_mb,
                              [puma.make_disk(lab, args)], share=share,
                              nics=1).wait_booted()

@@ -267,6 +267,7 @@ def load_borrower(borrower, share, params=''):
     for f in ('puma.ko', 'pumactl'):
         if not os.path.exists(os.path.join(share, f)):
             return 'guest-kmod builds or ships no %s' % f
+    borrower.run(kmod.CRYPTO_LOAD)
     res = borrower.run('insmod /mnt/host/puma.ko %s' % params, check=False)
     if res.rc:
         return 'insmod puma.ko failed: %s' % res.err.strip()
@@ -413,6 +414,7 @@ def run(argv):
                           os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl')):
                     if os.path.exists(f):
                         shutil.copy(f, share)
+                kmod.ship_crypto(paths.kernel(args.kernel), share)
             except errors.LabError as e:
                 skipped['puma'] = 'guest-kmod does not build: %s' % e
         if 'nopuma' in cases or 'puma' in cases:

@@ -21,6 +21,10 @@ from puma_lab import vm
 
 BAD_DMESG = ('BUG:', 'Oops', 'WARNING:', 'Call Trace', 'general protection')
 KEY = 'lab-shared-key-0123456789'
+# The key of the lender-borrower pair of start_pair(): the borrower has no
+# default key, the lender's default is KEY, so the pair only connects if
+# both sides use their per-pair key.
+PAIR_KEY = 'lab-pair-key-9876543210'
 PORT = 7400
 FILE_MB = 24
 
@@ -71,6 +75,7 @@ def share_with_module(lab, kernel):
     built = kmod.build(paths.kernel(kernel), lab.path('build'))
     shutil.copy(os.path.join(built, 'puma.ko'), share)
     shutil.copy(os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl'), share)
+    kmod.ship_crypto(paths.kernel(kernel), share)
     return share
 
 
@@ -91,20 +96,25 @@ def start_pair(lab, kernel, share, disks=(), borrower_mb=320,
     lender.wait_booted()
     borrower.wait_booted()
     lender.run('insmod /mnt/host/puma.ko')
+    # A borrower seals its pages with AES-GCM (crypto modules).
+    borrower.run(kmod.CRYPTO_LOAD)
     # drop_caches evicts the whole file at once: room for all of it in
     # flight (the default, 1024 pages, drops the excess, counted).
     borrower.run('insmod /mnt/host/puma.ko put_buffers=%d' % put_buffers)
-    for g in (lender, borrower):
-        g.run('/mnt/host/pumactl key %s' % KEY)
+    lender_ip = lender.addrs[0].split('/')[0]
+    borrower_ip = borrower.addrs[0].split('/')[0]
+    lender.run('/mnt/host/pumactl key %s' % KEY)
+    lender.run('/mnt/host/pumactl borrower add %s %s'
+               % (borrower_ip, PAIR_KEY))
     lender.run('/mnt/host/pumactl port %d && /mnt/host/pumactl role lender'
                % PORT)
-    lender_ip = lender.addrs[0].split('/')[0]
     # TCG guests on a shared host: a get can take 100+ ms.  Correctness
     # tests turn the RTT guard off and wait long; benchmarks tune these.
     borrower.run('/mnt/host/pumactl set rtt_guard_us 0 && '
                  '/mnt/host/pumactl set get_timeout_us 5000000')
     borrower.run('/mnt/host/pumactl role borrower && '
-                 '/mnt/host/pumactl peer add %s:%d' % (lender_ip, PORT))
+                 '/mnt/host/pumactl peer add %s:%d %s'
+                 % (lender_ip, PORT, PAIR_KEY))
     wait_for(borrower, 'grep -q " ready" /sys/kernel/puma/peers',
              'borrower connects to the lender')
     return lender, borrower
@@ -179,6 +189,11 @@ def test_borrower_hits_lender_no_disk_reads(lab, kernel, tmp_path):
              fs2['misses'] - fs['misses'], b2['hits'] - b['hits'],
              lent2['lend_hits'] - lent['lend_hits'], disk_bytes,
              b2['rtt_us']))
+    if b2.get('seals') and b2.get('opens'):
+        print('puma %s: %d seals, %d ns each; %d opens, %d ns each'
+              % (kernel, b2['seals'], b2['seal_ns'] // b2['seals'],
+                 b2['opens'], b2['open_ns'] // b2['opens']))
+    assert b2['auth_failures'] == 0, b2
     assert disk_bytes <= missed + 1024 * 1024, (disk_bytes, hits)
 
     # Never stale: change the file three ways, drop caches, read back.

@@ -6,6 +6,12 @@ sends malformed, truncated, oversized, out-of-phase, replayed and
 unauthenticated messages to a lender guest.  Each connection must be closed
 with its reason in the kernel log and counted; a well-formed exchange on a
 new connection must still work; the module must unload cleanly.
+
+test_lender_gives_unauthenticated_peers_nothing checks what protocol
+version 2 added (issue 18): a client with a wrong AUTH gets nothing keyed
+back, a message with a wrong tag is refused, clients that never finish the
+handshake neither lock a borrower out nor stay, a trickled handshake is
+cut off in time, and a lender's key for one borrower is that pair's own.
 """
 
 import hashlib
@@ -15,6 +21,7 @@ import sys
 
 import pytest
 
+from puma_lab import kmod
 from puma_lab import netns
 from puma_lab import paths
 from puma_lab import vm
@@ -36,17 +43,43 @@ CASES = {
     'wrong_role': 'message not allowed for this role',
     'reserved_bits': 'reserved field not zero',
 }
+# Issue 18 (protocol version 2): case -> reason the lender must log.
+AUTH_CASES = {
+    'silent_on_bad_auth': 'authentication failed',
+    'forged_tag': 'bad message tag',
+    'tampered_payload': 'bad message tag',
+    'slow_handshake': 'handshake not finished in time',
+    'preauth_flood': 'too many unauthenticated connections',
+}
+PAIR_KEY = 'lab-pair-key-for-10.77.0.250'
+HOST_IP = '10.77.0.250'
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
-def test_hostile_peer_is_disconnected(lab, kernel):
+def start_lender(lab, kernel):
     share = test_puma.share_with_module(lab, kernel)
     lender = vm.Guest(lab, 'lend', kernel=kernel, mem_mb=512, nics=1,
                       share=share).start().wait_booted()
     lender.run('insmod /mnt/host/puma.ko')
     lender.run('/mnt/host/pumactl key %s' % test_puma.KEY)
     lender.run('/mnt/host/pumactl role lender')
-    netns.set_addr(lab.ns, 'br0', '10.77.0.250/24')
+    netns.set_addr(lab.ns, 'br0', HOST_IP + '/24')
+    return lender
+
+
+def wait_reason(lender, reason, before, case):
+    """Wait until the lender logged REASON once more than BEFORE times."""
+    for _ in range(40):
+        log = lender.run('dmesg').out
+        if log.count('disconnected: ' + reason) > before:
+            return
+        lender.run('sleep 0.5')
+    raise AssertionError('%s: no "%s" in the lender log:\n%s'
+                         % (case, reason, log[-3000:]))
+
+
+@pytest.mark.parametrize('kernel', paths.KERNELS)
+def test_hostile_peer_is_disconnected(lab, kernel):
+    lender = start_lender(lab, kernel)
     ip = lender.addrs[0].split('/')[0]
 
     def hostile(case):
@@ -56,14 +89,7 @@ def test_hostile_peer_is_disconnected(lab, kernel):
     for case, reason in CASES.items():
         before = lender.run('dmesg').out.count('disconnected: ' + reason)
         hostile(case)
-        for _ in range(40):
-            log = lender.run('dmesg').out
-            if log.count('disconnected: ' + reason) > before:
-                break
-            lender.run('sleep 0.5')
-        else:
-            raise AssertionError('%s: no "%s" in the lender log:\n%s'
-                                 % (case, reason, log[-3000:]))
+        wait_reason(lender, reason, before, case)
     st = test_puma.stats(lender)
     assert st['disconnects'] >= len(CASES), st
     assert st['disconnect_authentication_failed'] >= 2, st
@@ -78,6 +104,69 @@ def test_hostile_peer_is_disconnected(lab, kernel):
     lender.run('/mnt/host/pumactl set capacity_pages 2')
     hostile('capacity')
     assert test_puma.stats(lender)['lend_drop_capacity'] == 1
+    lender.run('rmmod puma')
+    test_puma.check_dmesg(lender)
+
+
+@pytest.mark.parametrize('kernel', paths.KERNELS)
+def test_lender_gives_unauthenticated_peers_nothing(lab, kernel):
+    """Issue 18: authentication first, tagged messages, pre-auth limits.
+
+    Each case runs even if one before it failed, and the failures are
+    reported together:
+    - silent_on_bad_auth: after a wrong AUTH the lender sends nothing but
+      the close (no HMAC of its own to test key guesses against);
+    - forged_tag, tampered_payload: after a good handshake, a message
+      whose tag is wrong closes the connection as "bad message tag";
+    - slow_handshake: a handshake trickled a byte at a time is closed
+      within the handshake timeout (5 s) of its start;
+    - preauth_flood: 40 connections that stop after HELLO (more than the
+      31 peer slots); a borrower with the key then gets in at once, the
+      flood is evicted down to 4 and the rest is gone after the timeout;
+    - per-pair key: with a key of its own for this host's address, the
+      lender refuses the default key (wrong_key) and takes the pair's.
+    """
+    lender = start_lender(lab, kernel)
+    ip = lender.addrs[0].split('/')[0]
+    failures = {}
+
+    def hostile(case, key=test_puma.KEY):
+        return netns.run(sys.executable, HOSTILE, ip, str(test_puma.PORT),
+                         key, case, ns=lab.ns, timeout=120)
+
+    def attempt(name, reason, key=test_puma.KEY):
+        try:
+            before = lender.run('dmesg').out.count('disconnected: ' +
+                                                   reason)
+            hostile(name, key)
+            wait_reason(lender, reason, before, name)
+            print('%s: ok' % name)
+        except Exception as e:
+            failures[name] = '%s: %s' % (type(e).__name__, e)
+            print('%s: FAILED: %s' % (name, failures[name]))
+
+    for case, reason in AUTH_CASES.items():
+        attempt(case, reason)
+    try:
+        lender.run('/mnt/host/pumactl borrower add %s %s'
+                   % (HOST_IP, PAIR_KEY))
+        assert lender.run('/mnt/host/pumactl borrowers').out.split() == \
+            [HOST_IP]
+        attempt('wrong_key', 'authentication failed')
+        hostile('valid', PAIR_KEY)
+        lender.run('/mnt/host/pumactl borrower del %s' % HOST_IP)
+        hostile('valid')
+        print('per-pair key: ok')
+    except Exception as e:
+        failures['per-pair key'] = '%s: %s' % (type(e).__name__, e)
+        print('per-pair key: FAILED: %s' % failures['per-pair key'])
+    st = test_puma.stats(lender)
+    print({k: v for k, v in st.items() if k.startswith('disconnect')})
+    assert not failures, '\n'.join('%s: %s' % kv for kv in failures.items())
+    assert st['disconnect_bad_message_tag'] >= 2, st
+    assert st['disconnect_too_many_unauthenticated_connections'] >= \
+        40 - 4, st
+    assert st['disconnect_handshake_not_finished_in_time'] >= 1, st
     lender.run('rmmod puma')
     test_puma.check_dmesg(lender)
 
@@ -114,7 +203,7 @@ def test_gets_time_out_while_lender_goes(lab, kernel, tmp_path):
     borrower = vm.Guest(lab, 'borr', kernel=kernel, mem_mb=384, vcpus=2,
                         nics=1, share=share, disks=[disk],
                         append='slub_debug=FZP,kmalloc-*').start()
-    netns.set_addr(lab.ns, 'br0', '10.77.0.250/24')
+    netns.set_addr(lab.ns, 'br0', HOST_IP + '/24')
     log = open(lab.path('hostile-lender.log'), 'w')
     srv = subprocess.Popen(['ip', 'netns', 'exec', lab.ns, sys.executable,
                             HOSTILE, '--lender', str(test_puma.PORT),
@@ -122,6 +211,7 @@ def test_gets_time_out_while_lender_goes(lab, kernel, tmp_path):
                            stdout=log, stderr=subprocess.STDOUT)
     try:
         borrower.wait_booted()
+        borrower.run(kmod.CRYPTO_LOAD)
         borrower.run('insmod /mnt/host/puma.ko fault_down_delay_ms=2000')
         borrower.run('/mnt/host/pumactl key %s && '
                      '/mnt/host/pumactl set rtt_guard_us 0 && '

@@ -135,8 +135,8 @@ def test_role_off_ends_sessions(lab, kernel, tmp_path):
     # The lender gives up its role.
     lender_ip = lender.addrs[0].split('/')[0]
     borrower.run('/mnt/host/pumactl role borrower && '
-                 '/mnt/host/pumactl peer add %s:%d'
-                 % (lender_ip, test_puma.PORT))
+                 '/mnt/host/pumactl peer add %s:%d %s'
+                 % (lender_ip, test_puma.PORT, test_puma.PAIR_KEY))
     test_puma.wait_for(borrower, 'grep -q " ready" /sys/kernel/puma/peers',
                        'the borrower connects again')
     borrower.run('sync && echo 1 > /proc/sys/vm/drop_caches')

@@ -143,6 +143,7 @@ def puma_share(lab, kernel, require):
             '%s does not exist' % pumactl)
     shutil.copy(os.path.join(built, 'puma.ko'), share)
     shutil.copy(pumactl, share)
+    kmod.ship_crypto(paths.kernel(kernel), share)
     return share
 
 
@@ -188,6 +189,7 @@ def test_fstorture_under_puma(lab, kernel, require):
     lender.run('%s port %d && %s role lender' % (PUMACTL, PUMA_PORT,
                                                  PUMACTL))
     # TCG guests on a shared host: gets can be slow, keep them all.
+    g.run(kmod.CRYPTO_LOAD)
     g.run('{0} set rtt_guard_us 0 && {0} role borrower && {0} peer add {1}'
           .format(PUMACTL, peer))
     g.run('for i in $(seq 120); do grep -q " ready" /sys/kernel/puma/peers'
