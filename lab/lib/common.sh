@@ -22,7 +22,8 @@ export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 # (the index can list a version before its files are downloadable). Set
 # PUMA_QEMU_VERSION, PUMA_LIBVIRT_VERSION or PUMA_KERNEL_6_1_VERSION /
 # PUMA_KERNEL_6_12_VERSION (linux-image-amd64) to pin one exact version
-# instead (docs/lab.md).
+# instead, PUMA_LINUX_VERSION only to the 6.12 guest kernel's own source
+# (docs/lab.md).
 QEMU_SRC_PKG=qemu
 QEMU_SRC_VERSION_GLOB='1:10.0.*'
 LIBVIRT_SRC_PKG=libvirt

@@ -104,6 +104,19 @@ def delta(after, before, name):
     return after.get(name, 0) - before.get(name, 0)
 
 
+def read_through(borrower, lender, path, mode):
+    """Read PATH with LENDER attached; (checksum, gets, hits, failures)."""
+    st0, fs0 = counters(borrower)
+    got = sha(borrower, path)
+    st1, fs1 = counters(borrower)
+    log = detach(borrower, lender)
+    gets, hits = delta(fs1, fs0, 'gets'), delta(fs1, fs0, 'hits')
+    bad = delta(st1, st0, 'auth_failures')
+    print('%s lender: data-disk gets %d, hits %d, auth_failures %d; %s'
+          % (mode, gets, hits, bad, log.strip().splitlines()[-1:]))
+    return got, gets, hits, bad
+
+
 @pytest.mark.parametrize('kernel', paths.KERNELS)
 def test_lender_cannot_read_or_alter_pages(lab, kernel, tmp_path):
     payload = tmp_path / 'payload'
@@ -184,14 +197,8 @@ def test_lender_cannot_read_or_alter_pages(lab, kernel, tmp_path):
     borrower.run('echo 1 > /proc/sys/vm/drop_caches')
     test_puma.wait_for(borrower, 'grep -q "queued=0" /sys/kernel/puma/peers',
                        'puts sent')
-    st0, fs0 = counters(borrower)
-    got = sha(borrower, '/mnt/data/f')
-    st1, fs1 = counters(borrower)
-    log = detach(borrower, lender)
-    gets, hits = delta(fs1, fs0, 'gets'), delta(fs1, fs0, 'hits')
-    bad = delta(st1, st0, 'auth_failures')
-    print('replay lender: data-disk gets %d, hits %d, auth_failures %d; %s'
-          % (gets, hits, bad, log.strip().splitlines()[-1:]))
+    got, gets, hits, bad = read_through(borrower, lender, '/mnt/data/f',
+                                        'replay')
     if got == want['f']:
         problem('replay: f read back with its OLD content, the '
                 'replayed copy (%d gets, %d hits)' % (gets, hits))
@@ -208,14 +215,8 @@ def test_lender_cannot_read_or_alter_pages(lab, kernel, tmp_path):
         lender = Lender(lab, mode, test_puma.PORT + 2 + i)
         attach(borrower, lender)
         lend(borrower, '/mnt/data/f')
-        st0, fs0 = counters(borrower)
-        got = sha(borrower, '/mnt/data/f')
-        st1, fs1 = counters(borrower)
-        log = detach(borrower, lender)
-        gets, hits = delta(fs1, fs0, 'gets'), delta(fs1, fs0, 'hits')
-        bad = delta(st1, st0, 'auth_failures')
-        print('%s lender: data-disk gets %d, hits %d, auth_failures %d; %s'
-              % (mode, gets, hits, bad, log.strip().splitlines()[-1:]))
+        got, gets, hits, bad = read_through(borrower, lender,
+                                            '/mnt/data/f', mode)
         # f holds g's data since the replay case.
         if got != want['g']:
             problem('%s: f read back wrong (%d gets, %d hits)'
