@@ -102,6 +102,7 @@ u64 puma_seal_version(void)
  */
 struct puma_seal_ctx *puma_seal_ctx_alloc(gfp_t gfp)
 {
+	/* Pairs with the release in puma_seal_ready(): a keyed tfm. */
 	struct crypto_aead *tfm = smp_load_acquire(&puma_seal_tfm);
 	struct puma_seal_ctx *c;
 
@@ -236,6 +237,7 @@ static int puma_seal_setup(void)
 		goto out_free;
 	pr_info("pages sealed with %s (%s)\n", PUMA_SEAL_ALG,
 		crypto_tfm_alg_driver_name(crypto_aead_tfm(tfm)));
+	/* Publish only a keyed tfm; pairs with puma_seal_ctx_alloc(). */
 	smp_store_release(&puma_seal_tfm, tfm);
 	return 0;
 
