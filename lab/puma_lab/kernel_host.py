@@ -70,6 +70,16 @@ class KernelHost(vm.Guest):
         return self.run('sh -c %s' % shlex.quote(script), timeout=timeout,
                         check=check)
 
+    def run(self, command, timeout=60, check=True):
+        # A kernel host whose agent stops answering has usually hung or
+        # stalled (RCU stalls, a halted CPU): say so with its console.
+        try:
+            return super().run(command, timeout=timeout, check=check)
+        except errors.LabError as e:
+            if 'agent' not in str(e):
+                raise
+            raise self._diagnose(str(e)) from e
+
     def load_kvm(self, patched=False):
         """Load KVM: Debian's kvm_amd, or with PATCHED ours.
 
