@@ -134,6 +134,21 @@ class Controller(object):
                                          h['name']))
         return best['name']
 
+    def _release_plan(self, ctxt, server_id, main_host):
+        """Release the split planned for SERVER_ID with MAIN_HOST.
+
+        Only that main host's: a split the server already runs with
+        (main host: its current host) stays.  If the scheduler does not
+        answer, its expiry ([puma_scheduler] plan_ttl) releases the plan.
+        """
+        try:
+            self.scheduler.release_split(ctxt, server_id,
+                                         main_host=main_host)
+        except Exception as e:
+            LOG.error('Could not release the split planned for %s on %s '
+                      '(the scheduler releases it after plan_ttl): %s',
+                      server_id, main_host, e)
+
     def split_migrate(self, req, ctxt, conf, body):
         schemas.validate(schemas.SPLIT_MIGRATION, body, 'request body')
         server = self.nova.get_server(body['server'])
@@ -159,10 +174,14 @@ class Controller(object):
             raise _rpc_error(e)
         try:
             self.nova.live_migrate(server['id'], main_host)
-        except exception.NovaError:
-            # Nothing moves: give the planned memory back.
-            self.scheduler.release_split(ctxt, server['id'])
-            raise
+        except Exception as e:
+            # Nothing moves: give back what this request planned.
+            self._release_plan(ctxt, server['id'], main_host)
+            if isinstance(e, exception.PumaException):
+                raise
+            raise exception.NovaError(
+                'could not ask Nova for the live migration of server %s '
+                'to %s: %s' % (server['id'], main_host, e))
         LOG.info('Split migration of %s to %s requested', server['id'],
                  main_host)
         return 202, {'split_migration': {
