@@ -134,16 +134,26 @@ class Controller(object):
                                          h['name']))
         return best['name']
 
-    def _release_plan(self, ctxt, server_id, main_host):
-        """Release the split planned for SERVER_ID with MAIN_HOST.
+    @staticmethod
+    def _planned_ids(ctxt, server_id, main_host):
+        return {e['id'] for e in db_api.ledger_list(
+            ctxt, instance_uuid=server_id)
+            if e['main_host'] == main_host and e['state'] == 'planned'}
 
-        Only that main host's: a split the server already runs with
-        (main host: its current host) stays.  If the scheduler does not
-        answer, its expiry ([puma_scheduler] plan_ttl) releases the plan.
+    def _release_plan(self, ctxt, server_id, main_host, before):
+        """Release the split this request planned, nothing else.
+
+        Only entries planned for SERVER_ID with MAIN_HOST that were not
+        in the ledger before the request (ids in BEFORE): the split the
+        server runs with and a plan made by someone else (its
+        destination, another request) stay.  Each is released only if
+        still planned (release_entry).  If the scheduler does not
+        answer, its expiry ([puma_scheduler] plan_ttl) releases it.
         """
         try:
-            self.scheduler.release_split(ctxt, server_id,
-                                         main_host=main_host)
+            for entry_id in sorted(self._planned_ids(ctxt, server_id,
+                                                     main_host) - before):
+                self.scheduler.release_entry(ctxt, entry_id)
         except Exception as e:
             LOG.error('Could not release the split planned for %s on %s '
                       '(the scheduler releases it after plan_ttl): %s',
@@ -161,10 +171,15 @@ class Controller(object):
                 % (server['id'], server['status']))
         main_host = body.get('host') or self._pick_main_host(ctxt, conf,
                                                              server)
+        before = self._planned_ids(ctxt, server['id'], main_host)
         try:
             plan = self.scheduler.plan_split(
                 ctxt, server['id'], server['memory_mb'], main_host,
                 server['project_id'])
+        except messaging.MessagingTimeout as e:
+            # The scheduler may have recorded the plan all the same.
+            self._release_plan(ctxt, server['id'], main_host, before)
+            raise _rpc_error(e)
         except messaging.MessagingException as e:
             raise _rpc_error(e)
         except Exception as e:
@@ -176,7 +191,7 @@ class Controller(object):
             self.nova.live_migrate(server['id'], main_host)
         except Exception as e:
             # Nothing moves: give back what this request planned.
-            self._release_plan(ctxt, server['id'], main_host)
+            self._release_plan(ctxt, server['id'], main_host, before)
             if isinstance(e, exception.PumaException):
                 raise
             raise exception.NovaError(

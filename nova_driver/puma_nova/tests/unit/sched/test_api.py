@@ -58,7 +58,9 @@ class TestAPI(base.TestCase):
         self.flags(group='puma_api', auth_strategy='noauth')
         self.flags(group='puma_scheduler', planning_interval=3600,
                    host_racks={'m': 'r1', 'near': 'r1'})
-        self.rpc = self.useFixture(base.RPCFixture())
+        # Computes answer stop_memory_server (release_entry) at once.
+        self.rpc = self.useFixture(base.RPCFixture(
+            compute_hosts=('src', 'm', 'near', 'far')))
         self.nova = FakeNova()
         self.nova.servers[UUID] = {
             'id': UUID, 'name': 'big', 'host': 'src', 'status': 'ACTIVE',
@@ -125,6 +127,31 @@ class TestAPI(base.TestCase):
                          [(e['main_host'], e['state'])
                           for e in db_api.ledger_list(self.ctxt)])
 
+    def test_nova_refusal_keeps_a_plan_made_by_someone_else(self):
+        # The destination planned this split for a migration Nova runs;
+        # a second request for the same move is refused by Nova.
+        self.rpc.api.plan_split(self.ctxt, UUID, 8192, 'm', 'p1')
+        self.nova.refuse = 'server is migrating'
+        self.post({'server': UUID, 'host': 'm'}, 502)
+        self.assertEqual([('m', 'planned')],
+                         [(e['main_host'], e['state'])
+                          for e in db_api.ledger_list(self.ctxt)])
+
+    def test_plan_timeout_releases_the_plan_made_all_the_same(self):
+        plan_split = self.rpc.api.plan_split
+
+        def late(*args):
+            plan_split(*args)
+            raise messaging.MessagingTimeout('late')
+
+        self.useFixture(fixtures.MockPatchObject(
+            self.rpc.api, 'plan_split', side_effect=late))
+        resp = self.post({'server': UUID, 'host': 'm'}, 500)
+        self.assertError(resp, 500, 'did not answer in time')
+        self.assertEqual(['released'], [e['state'] for e in
+                                        db_api.ledger_list(self.ctxt)])
+        self.assertEqual([], self.nova.migrations)
+
     def test_nova_unreachable_releases_the_plan(self):
         self.nova.fail = ks_exc.ConnectFailure('Nova is down')
         resp = self.post({'server': UUID, 'host': 'm'}, 502)
@@ -135,7 +162,7 @@ class TestAPI(base.TestCase):
     def test_failed_release_keeps_novas_answer(self):
         # The scheduler's expiry releases the plan later.
         self.useFixture(fixtures.MockPatchObject(
-            self.rpc.api, 'release_split',
+            self.rpc.api, 'release_entry',
             side_effect=messaging.MessagingTimeout('no answer')))
         self.nova.refuse = 'host m is disabled'
         resp = self.post({'server': UUID, 'host': 'm'}, 502)
