@@ -56,6 +56,9 @@ class SchedulerDouble(object):
         self.reports = {}
         self.calls = []
         self._lock = threading.Lock()
+        # A puma_nova.compute.rpcapi.ComputeAPI: when set, superseded
+        # plans get their memory server stopped, as the service does.
+        self.compute = None
 
     @property
     def ledger(self):
@@ -74,6 +77,18 @@ class SchedulerDouble(object):
 
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
                    project_id, supersede=False):
+        superseded = []
+        try:
+            return self._plan(ctxt, instance_uuid, memory_mb, main_host,
+                              supersede, superseded)
+        finally:
+            for e in superseded:
+                if self.compute is not None:
+                    self.compute.stop_memory_server(ctxt, e['sub_host'],
+                                                    instance_uuid)
+
+    def _plan(self, ctxt, instance_uuid, memory_mb, main_host, supersede,
+              superseded):
         with self._lock:
             self.calls.append(('plan_split', instance_uuid, main_host))
             busy = {e['sub_host'] for e in self._of(instance_uuid)}
@@ -93,6 +108,7 @@ class SchedulerDouble(object):
                 self.calls.append(('superseded', instance_uuid,
                                    e['main_host']))
                 self.entries.remove(e)
+                superseded.append(e)
             subs = [h for h in self.sub_hosts
                     if h != main_host and h not in busy]
             limit = self.main_limits.get(main_host, 0)
