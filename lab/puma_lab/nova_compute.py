@@ -50,7 +50,9 @@ class Ledger:
         self.entries = {}
         self.calls = []
 
-    def plan_split(self, instance_uuid, memory_mb, main_host, project_id):
+    def plan_split(self, instance_uuid, memory_mb, main_host, project_id,
+                   supersede=False):
+        # One entry per instance: a new plan always supersedes.
         self.entries[instance_uuid] = {
             'instance_uuid': instance_uuid, 'main_host': main_host,
             'sub_host': self.plan['sub_host'], 'mb': self.plan['remote_mb'],

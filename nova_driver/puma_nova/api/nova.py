@@ -19,6 +19,7 @@ their own implementation.
 
 import abc
 
+from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 import openstack
 from openstack import exceptions as sdk_exc
@@ -43,7 +44,8 @@ class NovaClient(metaclass=abc.ABCMeta):
     def live_migrate(self, server_id, host):
         """Ask Nova to live-migrate SERVER_ID to HOST.
 
-        :raises NovaError: Nova refused (its message included).
+        :raises NovaError: Nova refused (its message included) or could
+            not be reached.
         """
 
 
@@ -83,7 +85,9 @@ class SDKNovaClient(NovaClient):
         try:
             self.conn.compute.live_migrate_server(
                 server_id, host=host, block_migration='auto')
-        except sdk_exc.SDKException as e:
+        except (sdk_exc.SDKException, ks_exc.ClientException) as e:
+            # keystoneauth's own errors (Nova or Keystone unreachable,
+            # no endpoint) are not SDKExceptions.
             raise exception.NovaError(
                 'Nova refused the live migration of server %s to %s: %s' %
                 (server_id, host, e))

@@ -134,6 +134,31 @@ class Controller(object):
                                          h['name']))
         return best['name']
 
+    @staticmethod
+    def _planned_ids(ctxt, server_id, main_host):
+        return {e['id'] for e in db_api.ledger_list(
+            ctxt, instance_uuid=server_id)
+            if e['main_host'] == main_host and e['state'] == 'planned'}
+
+    def _release_plan(self, ctxt, server_id, main_host, before):
+        """Release the split this request planned, nothing else.
+
+        Only entries planned for SERVER_ID with MAIN_HOST that were not
+        in the ledger before the request (ids in BEFORE): the split the
+        server runs with and a plan made by someone else (its
+        destination, another request) stay.  Each is released only if
+        still planned (release_entry).  If the scheduler does not
+        answer, its expiry ([puma_scheduler] plan_ttl) releases it.
+        """
+        try:
+            for entry_id in sorted(self._planned_ids(ctxt, server_id,
+                                                     main_host) - before):
+                self.scheduler.release_entry(ctxt, entry_id)
+        except Exception as e:
+            LOG.error('Could not release the split planned for %s on %s '
+                      '(the scheduler releases it after plan_ttl): %s',
+                      server_id, main_host, e)
+
     def split_migrate(self, req, ctxt, conf, body):
         schemas.validate(schemas.SPLIT_MIGRATION, body, 'request body')
         server = self.nova.get_server(body['server'])
@@ -146,10 +171,15 @@ class Controller(object):
                 % (server['id'], server['status']))
         main_host = body.get('host') or self._pick_main_host(ctxt, conf,
                                                              server)
+        before = self._planned_ids(ctxt, server['id'], main_host)
         try:
             plan = self.scheduler.plan_split(
                 ctxt, server['id'], server['memory_mb'], main_host,
                 server['project_id'])
+        except messaging.MessagingTimeout as e:
+            # The scheduler may have recorded the plan all the same.
+            self._release_plan(ctxt, server['id'], main_host, before)
+            raise _rpc_error(e)
         except messaging.MessagingException as e:
             raise _rpc_error(e)
         except Exception as e:
@@ -159,10 +189,14 @@ class Controller(object):
             raise _rpc_error(e)
         try:
             self.nova.live_migrate(server['id'], main_host)
-        except exception.NovaError:
-            # Nothing moves: give the planned memory back.
-            self.scheduler.release_split(ctxt, server['id'])
-            raise
+        except Exception as e:
+            # Nothing moves: give back what this request planned.
+            self._release_plan(ctxt, server['id'], main_host, before)
+            if isinstance(e, exception.PumaException):
+                raise
+            raise exception.NovaError(
+                'could not ask Nova for the live migration of server %s '
+                'to %s: %s' % (server['id'], main_host, e))
         LOG.info('Split migration of %s to %s requested', server['id'],
                  main_host)
         return 202, {'split_migration': {

@@ -60,9 +60,16 @@ class ComputeAPI(object):
         return cctxt.call(ctxt, 'start_memory_server',
                           instance_uuid=instance_uuid, size_mb=size_mb)
 
-    def stop_memory_server(self, ctxt, host, instance_uuid):
-        """Stop the instance's memory server on HOST (idempotent)."""
-        cctxt = self.client.prepare(server=host, version='1.0')
+    def stop_memory_server(self, ctxt, host, instance_uuid, timeout=None):
+        """Stop the instance's memory server on HOST (idempotent).
+
+        :param timeout: seconds to wait for HOST (default: the client's).
+        """
+        if timeout:
+            cctxt = self.client.prepare(server=host, version='1.0',
+                                        timeout=timeout)
+        else:
+            cctxt = self.client.prepare(server=host, version='1.0')
         return cctxt.call(ctxt, 'stop_memory_server',
                           instance_uuid=instance_uuid)
 

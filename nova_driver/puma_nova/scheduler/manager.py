@@ -83,7 +83,7 @@ class SchedulerManager(object):
     :param compute_api: a puma_nova.compute.rpcapi.ComputeAPI.
     """
 
-    target = messaging.Target(version='1.2')
+    target = messaging.Target(version='1.3')
 
     def __init__(self, compute_api):
         self.compute = compute_api
@@ -113,7 +113,7 @@ class SchedulerManager(object):
                      for p in db_api.pair_list(ctxt)]
         return model.Cluster.build(mhosts, vms, pairs), hosts
 
-    # RPC API 1.2
+    # RPC API 1.3
 
     @messaging.expected_exceptions(exception.InvalidStats)
     def report_host(self, ctxt, host, stats):
@@ -122,45 +122,81 @@ class SchedulerManager(object):
 
     @messaging.expected_exceptions(split.PlanError)
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
-                   project_id):
-        with self._plan_lock:
-            active = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
-                                        active_only=True)
-            for e in active:
-                if e['state'] != models.PLANNED:
-                    continue
-                if e['main_host'] == main_host:
-                    # The API planned it; the destination asks again.
-                    return {'sub_host': e['sub_host'],
-                            'main_limit_mb': e['main_limit_mb'],
-                            'remote_mb': e['mb']}
+                   project_id, supersede=False):
+        """Plan a split migration with MAIN_HOST as main host.
+
+        :param supersede: the destination asks (1.3).  Nova checks one
+            live migration of a server at a time, so a plan of the
+            server with another main host belongs to an attempt Nova
+            gave up after that host's checks (binding its ports failed,
+            its answer was lost): it is released, its memory server
+            stopped, and its sub host not used for this plan.
+            Without it (puma-api), such a plan refuses.
+        """
+        superseded = []
+        try:
+            with self._plan_lock:
+                return self._plan_locked(ctxt, instance_uuid, memory_mb,
+                                         main_host, project_id, supersede,
+                                         superseded)
+        finally:
+            for entry in superseded:
+                LOG.warning('Released the split plan of %(vm)s with main '
+                            'host %(old)s: Nova now checks %(new)s',
+                            {'vm': instance_uuid, 'old': entry['main_host'],
+                             'new': main_host})
+                # The destination waits for this answer: do not wait
+                # long for a sub host that is down.
+                self._stop_memory_server(
+                    ctxt, entry,
+                    timeout=min(5, CONF.puma_scheduler.rpc_timeout))
+
+    def _plan_locked(self, ctxt, instance_uuid, memory_mb, main_host,
+                     project_id, supersede, superseded):
+        active = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
+                                    active_only=True)
+        for e in active:
+            if e['state'] != models.PLANNED:
+                continue
+            if e['main_host'] == main_host:
+                # The API planned it; the destination asks again.
+                return {'sub_host': e['sub_host'],
+                        'main_limit_mb': e['main_limit_mb'],
+                        'remote_mb': e['mb']}
+            if not supersede:
                 raise split.PlanError(
                     'server %s already has a split migration planned to %s'
                     % (instance_uuid, e['main_host']))
-            cluster, _hosts = self._cluster(ctxt)
-            current = cluster.vms.get(instance_uuid)
-            vm = model.VM(uuid=instance_uuid,
-                          host=current.host if current else None,
-                          project=project_id, ram_mb=memory_mb)
-            cluster = model.Cluster(cluster.hosts,
-                                    dict(cluster.vms, **{instance_uuid: vm}))
-            opts = CONF.puma_scheduler
-            # A host serves one memory server per server: the split the
-            # server still runs with keeps its own.
-            plan = split.plan_split(
-                cluster, instance_uuid, main_host, reserve_mb=opts.reserve_mb,
-                min_resident_ratio=opts.min_resident_ratio,
-                exclude={e['sub_host'] for e in active})
-            if plan is None:
-                return {'sub_host': None, 'main_limit_mb': memory_mb,
-                        'remote_mb': 0}
-            db_api.ledger_create(ctxt, instance_uuid, project_id, main_host,
-                                 plan.sub_host, plan.remote_mb,
-                                 plan.resident_limit_mb)
-            db_api.memory_server_set(ctxt, instance_uuid,
-                                     host=plan.sub_host,
-                                     size_mb=plan.remote_mb,
-                                     state='reserved', uri=None)
+            if self._release_locked(ctxt, instance_uuid,
+                                    main_host=e['main_host'],
+                                    entry_id=e['id'],
+                                    states=(models.PLANNED,)):
+                superseded.append(e)
+        cluster, _hosts = self._cluster(ctxt)
+        current = cluster.vms.get(instance_uuid)
+        vm = model.VM(uuid=instance_uuid,
+                      host=current.host if current else None,
+                      project=project_id, ram_mb=memory_mb)
+        cluster = model.Cluster(cluster.hosts,
+                                dict(cluster.vms, **{instance_uuid: vm}))
+        opts = CONF.puma_scheduler
+        # A host serves one memory server per server: the split the
+        # server still runs with keeps its own, and a superseded plan's
+        # may run until it is stopped.
+        plan = split.plan_split(
+            cluster, instance_uuid, main_host, reserve_mb=opts.reserve_mb,
+            min_resident_ratio=opts.min_resident_ratio,
+            exclude={e['sub_host'] for e in active})
+        if plan is None:
+            return {'sub_host': None, 'main_limit_mb': memory_mb,
+                    'remote_mb': 0}
+        db_api.ledger_create(ctxt, instance_uuid, project_id, main_host,
+                             plan.sub_host, plan.remote_mb,
+                             plan.resident_limit_mb)
+        db_api.memory_server_set(ctxt, instance_uuid,
+                                 host=plan.sub_host,
+                                 size_mb=plan.remote_mb,
+                                 state='reserved', uri=None)
         LOG.info('Planned split migration of %(vm)s: %(res)d MiB on '
                  '%(main)s, %(rem)d MiB on %(sub)s',
                  {'vm': instance_uuid, 'res': plan.resident_limit_mb,
@@ -231,17 +267,24 @@ class SchedulerManager(object):
                 ctxt, entry['instance_uuid'], main_host=entry['main_host'],
                 entry_id=entry['id'], states=models.STALE_STATES)
         if count:
-            # The destination may have started it (idempotent; the sub
-            # host of a plan never serves another split of the server).
-            try:
-                self.compute.stop_memory_server(ctxt, entry['sub_host'],
-                                                entry['instance_uuid'])
-            except Exception as e:
-                LOG.warning('Could not stop the memory server of %(vm)s on '
-                            '%(host)s: %(err)s',
-                            {'vm': entry['instance_uuid'],
-                             'host': entry['sub_host'], 'err': e})
+            self._stop_memory_server(ctxt, entry)
         return count
+
+    def _stop_memory_server(self, ctxt, entry, timeout=None):
+        """Stop the memory server of a released plan on its sub host.
+
+        The destination may have started it (idempotent; the sub host of
+        a plan never serves another split of the server).
+        """
+        try:
+            self.compute.stop_memory_server(ctxt, entry['sub_host'],
+                                            entry['instance_uuid'],
+                                            timeout=timeout)
+        except Exception as e:
+            LOG.warning('Could not stop the memory server of %(vm)s on '
+                        '%(host)s: %(err)s',
+                        {'vm': entry['instance_uuid'],
+                         'host': entry['sub_host'], 'err': e})
 
     def _release_locked(self, ctxt, instance_uuid, main_host=None,
                         entry_id=None, states=None):

@@ -23,6 +23,10 @@ API version history:
             split already must not release the split it still uses).
     * 1.2 - release_entry: release one planned or failed ledger entry
             (operators, stale plans).
+    * 1.3 - plan_split takes supersede: the destination host, checked
+            by Nova now, releases a plan another main host holds for
+            the same server (left by an earlier attempt) instead of
+            being refused.
 """
 
 from oslo_config import cfg
@@ -32,7 +36,7 @@ from puma_nova import rpc
 
 CONF = cfg.CONF
 
-RPC_API_VERSION = '1.2'
+RPC_API_VERSION = '1.3'
 
 
 class SchedulerAPI(object):
@@ -66,17 +70,27 @@ class SchedulerAPI(object):
         return cctxt.call(ctxt, 'report_host', host=host, stats=stats)
 
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
-                   project_id):
+                   project_id, supersede=False):
         """Plan (and record as 'planned') the split migration of a server.
 
+        :param supersede: the caller is the destination host Nova is
+            checking (only Nova's checks set it, never puma-api): a plan
+            of the server with another main host was left by an earlier
+            attempt and is released (1.3; under a lower version cap the
+            call is made without it, and such a plan refuses).
         :returns: {'sub_host', 'main_limit_mb', 'remote_mb'}; sub_host is
             None when the server fits whole on MAIN_HOST.
         :raises: oslo_messaging.RemoteError wrapping PlanError.
         """
-        cctxt = self._prepare('1.0')
+        kwargs = {}
+        version = '1.0'
+        if supersede and self.client.can_send_version('1.3'):
+            version = '1.3'
+            kwargs['supersede'] = True
+        cctxt = self._prepare(version)
         return cctxt.call(ctxt, 'plan_split', instance_uuid=instance_uuid,
                           memory_mb=memory_mb, main_host=main_host,
-                          project_id=project_id)
+                          project_id=project_id, **kwargs)
 
     def get_ledger(self, ctxt, host, timeout=None):
         """Active ledger entries where HOST is the main or the sub host.

@@ -461,9 +461,12 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             instance (its memory server there is in use).
         """
         try:
+            # Nova checks this host now: a plan of the instance with
+            # another main host was left by an attempt Nova gave up
+            # after that host's checks (supersede, scheduler API 1.3).
             answer = self._puma_scheduler.plan_split(
                 ctxt, instance.uuid, need, self._puma_host,
-                instance.project_id)
+                instance.project_id, supersede=True)
         except messaging.MessagingTimeout as e:
             # The scheduler may have recorded the plan all the same.
             self._puma_release(ctxt, instance.uuid, self._puma_host, None)

@@ -13,11 +13,12 @@
 """Test double of the Puma scheduler's RPC endpoint.
 
 The real service is puma_nova.scheduler (SchedulerService). This double
-implements the same RPC API (topic puma-scheduler, version 1.1:
-report_host, plan_split, get_ledger, release_split with main_host,
-split_state) with an in-memory ledger and a fixed choice of sub hosts,
-so that the functional tests can drive the compute driver through real
-oslo.messaging calls on Nova's fake transport.
+implements the same RPC API (topic puma-scheduler, version 1.3:
+report_host, plan_split with supersede, get_ledger, release_split with
+main_host, split_state; not release_entry) with an in-memory ledger
+and a fixed choice of sub hosts, so that the functional tests can drive
+the compute driver through real oslo.messaging calls on Nova's fake
+transport.
 """
 
 import threading
@@ -34,7 +35,7 @@ class PlanError(Exception):
 
 class SchedulerDouble(object):
 
-    target = messaging.Target(version='1.1')
+    target = messaging.Target(version='1.3')
 
     def __init__(self, sub_hosts, main_limits):
         """A double that splits onto sub_hosts with fixed limits.
@@ -55,6 +56,9 @@ class SchedulerDouble(object):
         self.reports = {}
         self.calls = []
         self._lock = threading.Lock()
+        # A puma_nova.compute.rpcapi.ComputeAPI: when set, superseded
+        # plans get their memory server stopped, as the service does.
+        self.compute = None
 
     @property
     def ledger(self):
@@ -72,16 +76,39 @@ class SchedulerDouble(object):
             self.reports[host] = stats
 
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
-                   project_id):
+                   project_id, supersede=False):
+        superseded = []
+        try:
+            return self._plan(ctxt, instance_uuid, memory_mb, main_host,
+                              supersede, superseded)
+        finally:
+            for e in superseded:
+                if self.compute is not None:
+                    self.compute.stop_memory_server(ctxt, e['sub_host'],
+                                                    instance_uuid)
+
+    def _plan(self, ctxt, instance_uuid, memory_mb, main_host, supersede,
+              superseded):
         with self._lock:
             self.calls.append(('plan_split', instance_uuid, main_host))
+            busy = {e['sub_host'] for e in self._of(instance_uuid)}
             for e in self._of(instance_uuid):
-                if e['state'] == 'planned' and e['main_host'] == main_host:
+                if e['state'] != 'planned':
+                    continue
+                if e['main_host'] == main_host:
                     # Planned by puma-api; the destination asks again.
                     return {'sub_host': e['sub_host'],
                             'main_limit_mb': memory_mb - e['mb'],
                             'remote_mb': e['mb']}
-            busy = {e['sub_host'] for e in self._of(instance_uuid)}
+                if not supersede:
+                    raise PlanError('server %s already has a split '
+                                    'migration planned to %s'
+                                    % (instance_uuid, e['main_host']))
+                # Left by an earlier attempt of this migration (1.3).
+                self.calls.append(('superseded', instance_uuid,
+                                   e['main_host']))
+                self.entries.remove(e)
+                superseded.append(e)
             subs = [h for h in self.sub_hosts
                     if h != main_host and h not in busy]
             limit = self.main_limits.get(main_host, 0)

@@ -29,6 +29,7 @@ import time
 import fixtures
 from lxml import etree
 from nova.cmd import manage
+from nova.conductor.tasks import live_migrate
 import nova.conf
 from nova import context as nova_context
 from nova import exception
@@ -511,6 +512,78 @@ class PlannedBeforeNovaTest(PumaServersTestBase):
         self._assert_refused(server, 'source refuses the move')
         self.assertIn(('release_split', server['id'], 'dest'),
                       self.sched.calls)
+
+
+class GivenUpDestinationTest(PumaServersTestBase):
+    """Nova gives a destination up after its checks passed."""
+
+    HOSTS = dict(PumaServersTestBase.HOSTS, dest2=(4 * GIB, 2 * GIB),
+                 sub2=(16 * GIB, 2 * GIB))
+
+    def setUp(self):
+        super().setUp()
+        self.sched.main_limits['dest2'] = 2 * GIB
+        self.sched.sub_hosts = ['sub', 'sub2']
+        self.sched.compute = rpcapi.ComputeAPI(nova_rpc.TRANSPORT,
+                                               timeout=10)
+        # The conductor binds the ports on the destination after its
+        # checks: make that fail on dest.
+        task = 'nova.conductor.tasks.live_migrate.LiveMigrationTask.'
+        checks = live_migrate.LiveMigrationTask._call_livem_checks_on_host
+
+        def bind_fails_on_dest(task_self, destination, *args, **kwargs):
+            checks(task_self, destination, *args, **kwargs)
+            if destination == 'dest':
+                raise exception.MigrationPreCheckError(
+                    reason='binding the ports on dest failed')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            task + '_call_livem_checks_on_host', bind_fails_on_dest))
+
+    def _migrate_stub(self, domain, destination, params, flags):
+        # Nova's stub always lands on dest; here it is dest2.
+        self.migrations.append((destination, dict(params), flags))
+        host = destination.split('//', 1)[1].split('/', 1)[0]
+        self.computes[host].driver._host.get_connection().createXML(
+            params['destination_xml'],
+            'fake-createXML-doesnt-care-about-flags')
+        domain.complete_job()
+
+    def test_next_destination_supersedes_the_plan(self):
+        server = self._boot(self._split_flavor())
+        try:
+            self.api.post_server_action(
+                server['id'],
+                {'os-migrateLive': {'host': 'dest',
+                                    'block_migration': 'auto'}})
+        except client.OpenStackApiException:
+            pass  # CastAsCall: the conductor's error reaches the API.
+        self._wait_for_migration_status(server, ['error'])
+        self._wait_for_state_change(server, 'ACTIVE')
+        # dest planned and started the memory server; nothing told it
+        # that Nova gave it up.
+        self.assertEqual(('dest', 'sub', 'planned'), tuple(
+            self.sched.ledger[server['id']][k]
+            for k in ('main_host', 'sub_host', 'state')))
+        self.assertIn(server['id'],
+                      self.sub.driver._puma_memory_servers.list())
+        # The next attempt goes to dest2: it splits, the plan left on
+        # dest is given back.
+        self._live_migrate(server, 'completed', host='dest2')
+        self.assertEqual(('dest2', 'sub2', 'done'), tuple(
+            self.sched.ledger[server['id']][k]
+            for k in ('main_host', 'sub_host', 'state')))
+        self.assertEqual(1, len(self.sched.entries))
+        self.assertIn(('superseded', server['id'], 'dest'),
+                      self.sched.calls)
+        (dest, params, flags), = self.migrations
+        self.assertIn('dest2', dest)
+        self.assertTrue(flags & split.VIR_MIGRATE_SPLIT)
+        self.assertIn(server['id'],
+                      self.computes['sub2'].driver._puma_memory_servers.list())
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self._run_periodics()
+        self._assert_placement_clean()
 
 
 class SplitAgainTest(PumaServersTestBase):

@@ -11,6 +11,9 @@
 # under the License.
 """puma-api: routing, validation, errors and the split-migration flow."""
 
+import fixtures
+from keystoneauth1 import exceptions as ks_exc
+import oslo_messaging as messaging
 from oslo_serialization import jsonutils
 import webtest
 
@@ -32,6 +35,7 @@ class FakeNova(nova.NovaClient):
         self.servers = {}
         self.migrations = []
         self.refuse = None
+        self.fail = None
 
     def get_server(self, server):
         for s in self.servers.values():
@@ -42,6 +46,8 @@ class FakeNova(nova.NovaClient):
     def live_migrate(self, server_id, host):
         if self.refuse:
             raise exception.NovaError(self.refuse)
+        if self.fail:
+            raise self.fail
         self.migrations.append((server_id, host))
 
 
@@ -52,7 +58,9 @@ class TestAPI(base.TestCase):
         self.flags(group='puma_api', auth_strategy='noauth')
         self.flags(group='puma_scheduler', planning_interval=3600,
                    host_racks={'m': 'r1', 'near': 'r1'})
-        self.rpc = self.useFixture(base.RPCFixture())
+        # Computes answer stop_memory_server (release_entry) at once.
+        self.rpc = self.useFixture(base.RPCFixture(
+            compute_hosts=('src', 'm', 'near', 'far')))
         self.nova = FakeNova()
         self.nova.servers[UUID] = {
             'id': UUID, 'name': 'big', 'host': 'src', 'status': 'ACTIVE',
@@ -105,6 +113,62 @@ class TestAPI(base.TestCase):
         self.assertError(resp, 502, 'host m is disabled')
         self.assertEqual(['released'], [e['state'] for e in
                                         db_api.ledger_list(self.ctxt)])
+
+    def test_nova_refusal_releases_only_the_new_plan(self):
+        # The server already runs split from its host, src: a refused
+        # move gives back what this request planned, not that split.
+        db_api.ledger_create(self.ctxt, UUID, 'p1', 'src', 'far', 2048,
+                             6144)
+        db_api.ledger_set_state(self.ctxt, UUID, 'running')
+        db_api.ledger_set_state(self.ctxt, UUID, 'done')
+        self.nova.refuse = 'no such host m'
+        self.post({'server': UUID, 'host': 'm'}, 502)
+        self.assertEqual([('src', 'done'), ('m', 'released')],
+                         [(e['main_host'], e['state'])
+                          for e in db_api.ledger_list(self.ctxt)])
+
+    def test_nova_refusal_keeps_a_plan_made_by_someone_else(self):
+        # The destination planned this split for a migration Nova runs;
+        # a second request for the same move is refused by Nova.
+        self.rpc.api.plan_split(self.ctxt, UUID, 8192, 'm', 'p1')
+        self.nova.refuse = 'server is migrating'
+        self.post({'server': UUID, 'host': 'm'}, 502)
+        self.assertEqual([('m', 'planned')],
+                         [(e['main_host'], e['state'])
+                          for e in db_api.ledger_list(self.ctxt)])
+
+    def test_plan_timeout_releases_the_plan_made_all_the_same(self):
+        plan_split = self.rpc.api.plan_split
+
+        def late(*args):
+            plan_split(*args)
+            raise messaging.MessagingTimeout('late')
+
+        self.useFixture(fixtures.MockPatchObject(
+            self.rpc.api, 'plan_split', side_effect=late))
+        resp = self.post({'server': UUID, 'host': 'm'}, 500)
+        self.assertError(resp, 500, 'did not answer in time')
+        self.assertEqual(['released'], [e['state'] for e in
+                                        db_api.ledger_list(self.ctxt)])
+        self.assertEqual([], self.nova.migrations)
+
+    def test_nova_unreachable_releases_the_plan(self):
+        self.nova.fail = ks_exc.ConnectFailure('Nova is down')
+        resp = self.post({'server': UUID, 'host': 'm'}, 502)
+        self.assertError(resp, 502, 'Nova is down')
+        self.assertEqual(['released'], [e['state'] for e in
+                                        db_api.ledger_list(self.ctxt)])
+
+    def test_failed_release_keeps_novas_answer(self):
+        # The scheduler's expiry releases the plan later.
+        self.useFixture(fixtures.MockPatchObject(
+            self.rpc.api, 'release_entry',
+            side_effect=messaging.MessagingTimeout('no answer')))
+        self.nova.refuse = 'host m is disabled'
+        resp = self.post({'server': UUID, 'host': 'm'}, 502)
+        self.assertError(resp, 502, 'host m is disabled')
+        self.assertEqual(['planned'], [e['state'] for e in
+                                       db_api.ledger_list(self.ctxt)])
 
     def test_stale_plans_listed_and_released(self):
         self.post({'server': 'big', 'host': 'm'}, 202)

@@ -19,6 +19,7 @@ action, which it records (or refuses, for locked servers).
 import http.server
 import json
 import re
+import socket
 import threading
 
 from keystoneauth1 import loading as ks_loading
@@ -141,3 +142,16 @@ class TestSDKNovaClient(base.TestCase):
                               SERVER_ID, 'main1')
         self.assertIn('Instance is locked', str(e))
         self.assertEqual([], FakeNovaAPI.actions)
+
+    def test_unreachable_nova_is_a_nova_error(self):
+        # Nothing listens there any more: keystoneauth's ConnectFailure,
+        # which is no SDKException.
+        sock = socket.socket()
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        self.flags(group='nova', endpoint='http://127.0.0.1:%d/v2.1' % port)
+        e = self.assertRaises(exception.NovaError,
+                              nova.SDKNovaClient().live_migrate,
+                              SERVER_ID, 'main1')
+        self.assertIn(SERVER_ID, str(e))

@@ -156,6 +156,50 @@ class TestSchedulerRPC(base.TestCase):
                          [m['state']
                           for m in db_api.memory_server_list(self.ctxt)])
 
+    def test_destination_supersedes_a_plan_an_earlier_attempt_left(self):
+        # Nova gave 'm' up after its checks passed (binding the ports
+        # on 'm' failed, or its answer was lost) and now checks 'm2' for
+        # the same migration: Nova checks one live migration of a server
+        # at a time, so the plan with 'm' is left over.
+        self.flags(group='puma_scheduler',
+                   host_racks={'m': 'r1', 'near': 'r1', 'm2': 'r1'})
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        # puma-api (no supersede) is still refused.
+        name, msg = base.rpc_error(self, self.api.plan_split, self.ctxt,
+                                   'i1', 8192, 'm2', 'p1')
+        self.assertEqual('PlanError', name)
+        self.assertIn('already has a split migration planned to m', msg)
+        plan = self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1',
+                                   supersede=True)
+        # Not 'near' (the rack's host with the most free memory): the
+        # old plan's memory server may still run there until stopped.
+        self.assertNotIn(plan['sub_host'], ('near', 'm2'))
+        self.assertEqual([('m', 'released'), ('m2', 'planned')],
+                         [(e['main_host'], e['state'])
+                          for e in db_api.ledger_list(self.ctxt)])
+        self.assertEqual(['i1'], self.rpc.computes['near'].stopped)
+        self.assertEqual([('i1', plan['sub_host'], 'reserved')],
+                         [(m['instance_uuid'], m['host'], m['state'])
+                          for m in db_api.memory_server_list(self.ctxt)])
+
+    def test_supersede_keeps_splits_in_use_and_needs_version_1_3(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        old = rpcapi.SchedulerAPI(self.rpc.transport, version_cap='1.2')
+        # An older scheduler: plan_split as before, nothing superseded.
+        name, _msg = base.rpc_error(self, old.plan_split, self.ctxt, 'i1',
+                                    8192, 'm2', 'p1', True)
+        self.assertEqual('PlanError', name)
+        # A split in use is never superseded.
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1',
+                            supersede=True)
+        self.assertEqual([('m', 'running'), ('m2', 'planned')],
+                         [(e['main_host'], e['state'])
+                          for e in db_api.ledger_list(self.ctxt)])
+        self.assertEqual([], self.rpc.computes['near'].stopped)
+
     def test_scoped_release_needs_version_1_1(self):
         self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
         old = rpcapi.SchedulerAPI(self.rpc.transport, version_cap='1.0')

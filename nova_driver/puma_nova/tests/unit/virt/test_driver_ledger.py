@@ -185,3 +185,19 @@ class PlannedSplitTest(test.NoDBTestCase):
         self.assertEqual({('sub', self.uuid)}, self.computes.running)
         self.assertEqual('sub', self.drv.puma_split_plan(self.uuid)[
             'sub_host'])
+
+    def test_plan_left_by_an_earlier_attempt_is_superseded(self):
+        # Nova checked 'old' first and gave it up after its checks (port
+        # binding failed there); now this host is checked.
+        self.sched.release_split(self.ctxt, self.uuid)
+        self.sched.sub_hosts = ['sub', 'sub2']
+        self.sched.main_limits['old'] = 2 * GIB
+        self.sched.plan_split(self.ctxt, self.uuid, 4 * GIB, 'old', 'p')
+        self.drv._puma_free_mb = lambda: 3 * GIB
+        plan = self.drv._puma_plan_if_needed(self.ctxt, self.instance,
+                                             self.migration)
+        self.assertEqual(('dest', 'sub2'), (plan['main_host'],
+                                            plan['sub_host']))
+        self.assertEqual([('dest', 'planned')],
+                         [(e['main_host'], e['state'])
+                          for e in self.sched.entries])
