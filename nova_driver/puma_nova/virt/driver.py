@@ -348,24 +348,31 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             block_device_info=block_device_info)
 
     def _puma_check_not_split(self, instance):
-        """Refuse to migrate an instance whose memory is split from here.
+        """Refuse to migrate an instance whose memory is split from here."""
+        if split.MIGRATE_AGAIN_SUPPORTED:
+            return
+        e = self._puma_split_entry(instance)
+        if e:
+            raise exception.MigrationPreCheckError(
+                reason='instance %s keeps %s MiB of its memory on sub '
+                       'host %s (split migration); the Puma driver does '
+                       'not migrate a split instance again yet'
+                       % (instance.uuid, e.get('mb'), e.get('sub_host')))
+
+    def _puma_split_entry(self, instance):
+        """The split the instance runs with here, or None.
 
         Reads this host's ledger (the last one read if the scheduler is
-        away): an instance with a running or done split whose main host
-        is this one keeps part of its memory on a sub host.
+        away): a running or done split whose main host is this one.
         """
-        if split.MIGRATE_AGAIN_SUPPORTED or not split.is_allowed(instance):
-            return
+        if not split.is_allowed(instance):
+            return None
         for e in self._puma_ledger.refresh(self._puma_host):
             if (e.get('instance_uuid') == instance.uuid and
                     e.get('main_host') == self._puma_host and
                     e.get('state') in ('running', 'done')):
-                raise exception.MigrationPreCheckError(
-                    reason='instance %s keeps %s MiB of its memory on sub '
-                           'host %s (split migration); the Puma driver does '
-                           'not migrate a split instance again yet'
-                           % (instance.uuid, e.get('mb'),
-                              e.get('sub_host')))
+                return e
+        return None
 
     def check_source_migrate_data_at_dest(self, ctxt, instance,
                                           migrate_data, migration, limits,
@@ -734,6 +741,89 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         if split.is_allowed(instance):
             self._puma_release_main(context, instance.uuid, self._puma_host)
         return disk_info
+
+    # Life cycle of a split instance (docs/nova-compute.md) ----------
+    #
+    # A split lives only in the QEMU that a split migration started: any
+    # new QEMU has all of the guest's memory local. Once QEMU has stopped
+    # or runs anew, the split is given back ("drained back"); a failed
+    # event keeps it. A suspend, which QEMU refuses for a split guest,
+    # is refused before libvirt.
+
+    def _puma_drain_back(self, context, instance, main_host=None):
+        if split.is_allowed(instance):
+            self._puma_release_main(context or
+                                    nova_context.get_admin_context(),
+                                    instance.uuid,
+                                    main_host or self._puma_host)
+
+    def reboot(self, context, instance, network_info, reboot_type,
+               block_device_info=None, bad_volumes_callback=None,
+               accel_info=None, share_info=None):
+        # Soft or hard: libvirt starts a new QEMU.
+        ret = super().reboot(context, instance, network_info, reboot_type,
+                             block_device_info=block_device_info,
+                             bad_volumes_callback=bad_volumes_callback,
+                             accel_info=accel_info, share_info=share_info)
+        self._puma_drain_back(context, instance)
+        return ret
+
+    def power_off(self, instance, timeout=0, retry_interval=0):
+        # Also the first step of a rebuild, a shelve and a resize.
+        super().power_off(instance, timeout=timeout,
+                          retry_interval=retry_interval)
+        self._puma_drain_back(None, instance)
+
+    def power_on(self, context, instance, network_info,
+                 block_device_info=None, accel_info=None, share_info=None):
+        super().power_on(context, instance, network_info,
+                         block_device_info=block_device_info,
+                         accel_info=accel_info, share_info=share_info)
+        # Whatever the power off could not release (scheduler away).
+        self._puma_drain_back(context, instance)
+
+    def resume_state_on_host_boot(self, context, instance, network_info,
+                                  share_info, block_device_info=None):
+        super().resume_state_on_host_boot(
+            context, instance, network_info, share_info,
+            block_device_info=block_device_info)
+        self._puma_drain_back(context, instance)
+
+    def rescue(self, context, instance, network_info, image_meta,
+               rescue_password, block_device_info, share_info):
+        super().rescue(context, instance, network_info, image_meta,
+                       rescue_password, block_device_info, share_info)
+        self._puma_drain_back(context, instance)
+
+    def spawn(self, context, instance, image_meta, injected_files,
+              admin_password, allocations, network_info=None,
+              block_device_info=None, power_on=True, accel_info=None):
+        super().spawn(context, instance, image_meta, injected_files,
+                      admin_password, allocations,
+                      network_info=network_info,
+                      block_device_info=block_device_info,
+                      power_on=power_on, accel_info=accel_info)
+        if (instance.task_state == task_states.REBUILD_SPAWNING and
+                split.is_allowed(instance)):
+            # Rebuild, or evacuate: until Nova's finish_evacuation
+            # instance.host is the failed host, the split's main host.
+            self._puma_drain_back(context, instance, instance.host)
+
+    def suspend(self, context, instance):
+        e = self._puma_split_entry(instance)
+        if e:
+            # QEMU refuses to save a split guest to a file (QEMU patch
+            # 28); say why before libvirt fails. The instance stays
+            # ACTIVE.
+            raise exception.InstanceFaultRollback(
+                inner_exception=exception.InstanceSuspendFailure(
+                    reason='instance %s keeps %s MiB of its memory on sub '
+                           'host %s (split migration) and QEMU cannot '
+                           'save it to a file; stop it, or live-migrate '
+                           'it to a host with room for all of its memory, '
+                           'first' % (instance.uuid, e.get('mb'),
+                                      e.get('sub_host'))))
+        super().suspend(context, instance)
 
     # Releasing ---------------------------------------------------------
 
