@@ -199,16 +199,19 @@ def plan_pairs(cluster, min_lend_mb=256, max_per_borrower_mb=0):
     matched = []
     for p in projects.values():
         lenders, borrowers = p.lenders, p.borrowers
+        buckets = ()
         for rank, level in enumerate(LEVELS):
+            if buckets:
+                # The level before matched some: only a match changes
+                # what the project's VMs have left, and it may leave a
+                # lender under min_lend_mb or a borrower satisfied.
+                lenders = [c for c in lenders
+                           if left[c[UUID]] >= min_lend_mb]
+                borrowers = [c for c in borrowers if need[c[UUID]] > 0]
             buckets = _buckets(SHARED[level], lenders, borrowers)
             for first, ls, bs in buckets:
                 matched.append(((rank, first), _match(
                     ls, bs, left, need, max_per_borrower_mb)))
-            if buckets:
-                # Only a match changes what the project's VMs have left.
-                lenders = [c for c in lenders
-                           if left[c[UUID]] >= min_lend_mb]
-                borrowers = [c for c in borrowers if need[c[UUID]] > 0]
     matched.sort(key=operator.itemgetter(0))
     new = [pair for _rank, pairs in matched for pair in pairs]
     return Plan(tuple(keep), tuple(new), tuple(revoke))
