@@ -28,15 +28,28 @@ Requirements:
 Limitations:
     Greedy, not an optimal assignment; RTT is approximated by locality
     (host, rack); one round costs O(n log n) in the number of VMs.
+
+Cost:
+    Projects never share a pair, so a round walks the candidates once,
+    grouped by project, and matches each project at the three levels on
+    its own; a host or rack bucket is only built where a borrower has a
+    lender of its project on the same host or rack.  The pairs come out
+    in the order of the plain algorithm (level by level, buckets in the
+    order of their first borrower), which the tests keep as a reference.
 """
 
-import collections
 import dataclasses
+import operator
 
 from puma_nova.planning import model
 
 # Locality levels, closest first: what two VMs must share to be "close".
 LEVELS = ('host', 'rack', 'any')
+
+# The fields of a candidate record (see _Project), and the field each
+# level's buckets share (None: the whole project is one bucket).
+UUID, HOST, RACK, ORDER = range(4)
+SHARED = {'host': HOST, 'rack': RACK, 'any': None}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,17 +63,22 @@ class Plan:
         return self.keep + self.new
 
 
-def _still_valid(cluster, pair):
-    lender = cluster.vms.get(pair.lender)
-    borrower = cluster.vms.get(pair.borrower)
+def _still_valid(vms, pair):
+    lender = vms.get(pair.lender)
+    borrower = vms.get(pair.borrower)
     return (lender is not None and borrower is not None and lender.idle and
             not borrower.idle and lender.project == borrower.project)
 
 
+def _most_first(uuids, amount):
+    """UUIDS by AMOUNT, largest first, ties by uuid (stable sorts)."""
+    return sorted(sorted(uuids), key=amount.__getitem__, reverse=True)
+
+
 def _match(bucket_lenders, bucket_borrowers, left, need, cap):
     """Greedy match inside one locality bucket; updates LEFT and NEED."""
-    lenders = sorted(bucket_lenders, key=lambda u: (-left[u], u))
-    borrowers = sorted(bucket_borrowers, key=lambda u: (-need[u], u))
+    lenders = _most_first(bucket_lenders, left)
+    borrowers = _most_first(bucket_borrowers, need)
     pairs = []
     li = 0
     for b in borrowers:
@@ -78,6 +96,84 @@ def _match(bucket_lenders, bucket_borrowers, left, need, cap):
     return pairs
 
 
+class _Project:
+    """The candidates of one project, in the cluster's VM order.
+
+    Plain tuples (UUID, HOST, RACK) for lenders, (UUID, HOST, RACK, ORDER)
+    for borrowers: ORDER, the borrower's rank among the cluster's VMs,
+    places the project's buckets among all others in the plan.
+    """
+
+    __slots__ = ('lenders', 'borrowers')
+
+    def __init__(self):
+        self.lenders = []
+        self.borrowers = []
+
+
+def _candidates(cluster, keep, min_lend_mb):
+    """What each VM can lend or is missing, and the projects' candidates.
+
+    :returns: (left, need, projects): MiB each idle VM has left to lend
+        and each active VM still misses, once the KEEP pairs are counted;
+        and per project the lenders with at least MIN_LEND_MB left and the
+        borrowers missing some.
+    """
+    lent, got = {}, {}
+    for pair in keep:
+        lent[pair.lender] = lent.get(pair.lender, 0) + pair.mb
+        got[pair.borrower] = got.get(pair.borrower, 0) + pair.mb
+    rack_of = {h.name: h.rack for h in cluster.hosts.values()}
+    left, need, projects = {}, {}, {}
+    for order, vm in enumerate(cluster.vms.values()):
+        u = vm.uuid
+        if vm.idle:
+            mb = left[u] = vm.free_mb - lent.get(u, 0)
+            if mb < min_lend_mb:
+                continue
+        elif vm.cache_demand_mb > 0:
+            mb = need[u] = vm.cache_demand_mb - got.get(u, 0)
+            if mb <= 0:
+                continue
+        else:
+            continue
+        p = projects.get(vm.project)
+        if p is None:
+            p = projects[vm.project] = _Project()
+        if vm.idle:
+            p.lenders.append((u, vm.host, rack_of[vm.host]))
+        else:
+            p.borrowers.append((u, vm.host, rack_of[vm.host], order))
+    return left, need, projects
+
+
+def _buckets(field, lenders, borrowers):
+    """Lenders and borrowers that share FIELD (None: all of them).
+
+    :returns: a list of (first borrower's order, lender uuids, borrower
+        uuids), one for each place that has both.
+    """
+    if field is None:
+        if lenders and borrowers:
+            return [(borrowers[0][ORDER], [c[UUID] for c in lenders],
+                     [c[UUID] for c in borrowers])]
+        return []
+    lender_places = {c[field] for c in lenders}
+    found = {}
+    for c in borrowers:
+        at = c[field]
+        if at in lender_places:
+            bucket = found.get(at)
+            if bucket is None:
+                found[at] = bucket = (c[ORDER], [], [])
+            bucket[2].append(c[UUID])
+    for c in lenders:
+        bucket = found.get(c[field])
+        if bucket is not None:
+            bucket[1].append(c[UUID])
+    return list(found.values())
+
+
 def plan_pairs(cluster, min_lend_mb=256, max_per_borrower_mb=0):
     """One planning round over CLUSTER (a model.Cluster).
 
@@ -91,43 +187,31 @@ def plan_pairs(cluster, min_lend_mb=256, max_per_borrower_mb=0):
     missing, same host) and B2 (3072 MiB missing, other rack) of one
     project give L->B1 2048 (host level first), then L->B2 2048.
     """
+    vms = cluster.vms
     keep, revoke = [], []
     for pair in cluster.pairs:
-        (keep if _still_valid(cluster, pair) else revoke).append(pair)
+        (keep if _still_valid(vms, pair) else revoke).append(pair)
+    left, need, projects = _candidates(cluster, keep, min_lend_mb)
 
-    left = {}
-    need = {}
-    for vm in cluster.vms.values():
-        if vm.idle:
-            left[vm.uuid] = vm.free_mb
-        elif vm.cache_demand_mb > 0:
-            need[vm.uuid] = vm.cache_demand_mb
-    for pair in keep:
-        left[pair.lender] = left.get(pair.lender, 0) - pair.mb
-        if pair.borrower in need:
-            need[pair.borrower] -= pair.mb
-
-    # The bucket key of every candidate at every level, computed once.
-    keys = {level: {} for level in LEVELS}
-    for u in list(left) + list(need):
-        vm = cluster.vms[u]
-        keys['host'][u] = (vm.project, vm.host)
-        keys['rack'][u] = (vm.project, cluster.hosts[vm.host].rack)
-        keys['any'][u] = vm.project
-
-    new = []
-    for level in LEVELS:
-        key = keys[level]
-        lenders = collections.defaultdict(list)
-        borrowers = collections.defaultdict(list)
-        for u, mb in left.items():
-            if mb >= min_lend_mb:
-                lenders[key[u]].append(u)
-        for u, mb in need.items():
-            if mb > 0:
-                borrowers[key[u]].append(u)
-        for k, bs in borrowers.items():
-            if k in lenders:
-                new.extend(_match(lenders[k], bs, left, need,
-                                  max_per_borrower_mb))
+    # Each project is matched level by level on its own (no pair crosses
+    # projects); the buckets are then put in the plain algorithm's order:
+    # by level, then by the order of their first borrower.
+    matched = []
+    for p in projects.values():
+        lenders, borrowers = p.lenders, p.borrowers
+        buckets = ()
+        for rank, level in enumerate(LEVELS):
+            if buckets:
+                # The level before matched some: only a match changes
+                # what the project's VMs have left, and it may leave a
+                # lender under min_lend_mb or a borrower satisfied.
+                lenders = [c for c in lenders
+                           if left[c[UUID]] >= min_lend_mb]
+                borrowers = [c for c in borrowers if need[c[UUID]] > 0]
+            buckets = _buckets(SHARED[level], lenders, borrowers)
+            for first, ls, bs in buckets:
+                matched.append(((rank, first), _match(
+                    ls, bs, left, need, max_per_borrower_mb)))
+    matched.sort(key=operator.itemgetter(0))
+    new = [pair for _rank, pairs in matched for pair in pairs]
     return Plan(tuple(keep), tuple(new), tuple(revoke))

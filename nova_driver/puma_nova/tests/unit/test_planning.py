@@ -19,6 +19,7 @@ import unittest
 from puma_nova.planning import lending
 from puma_nova.planning import model
 from puma_nova.planning import split
+from puma_nova.tests.unit import lending_reference
 
 SCENARIOS = os.path.join(os.path.dirname(__file__), 'scenarios')
 
@@ -97,6 +98,63 @@ class TestLendingInvariants(unittest.TestCase):
         cluster, _doc = load('locality.json')
         plan = lending.plan_pairs(cluster, max_per_borrower_mb=1000)
         self.assertTrue(all(p.mb <= 1000 for p in plan.new))
+
+
+def tied_cluster(seed, hosts=30, vms=900, projects=4, racks=3):
+    """Dense, with many equal amounts: ties decide the order of pairs."""
+    rnd = random.Random(seed)
+    hs = [model.Host('h%d' % i, 'r%d' % (i % racks), 65536, 32768)
+          for i in range(hosts)]
+    vs = []
+    for i in range(vms):
+        r = rnd.random()
+        idle = r < 0.4
+        vs.append(model.VM('v%d' % i, 'h%d' % rnd.randrange(hosts),
+                           'p%d' % rnd.randrange(projects), 4096, idle=idle,
+                           free_mb=rnd.choice([0, 128, 256, 512, 1024])
+                           if idle else 0,
+                           cache_demand_mb=rnd.choice([0, 256, 512, 1536])
+                           if not idle and r < 0.8 else 0))
+    return model.Cluster.build(hs, vs)
+
+
+def next_round(rnd, cluster, pairs):
+    """Some lenders wake, some borrowers go idle, some VMs are gone."""
+    vms = {}
+    for u, v in cluster.vms.items():
+        r = rnd.random()
+        if r < 0.03:
+            continue
+        if r < 0.08:
+            v = model.VM(v.uuid, v.host, v.project, v.ram_mb,
+                         idle=not v.idle, free_mb=512 if not v.idle else 0,
+                         cache_demand_mb=0 if not v.idle else 1024)
+        vms[u] = v
+    return model.Cluster(cluster.hosts, vms, tuple(pairs))
+
+
+class TestLendingMatchesReference(unittest.TestCase):
+    """The indexed planner gives the straightforward one's plan exactly."""
+
+    def assertSamePlan(self, cluster, **kwargs):
+        want = lending_reference.plan_pairs(cluster, **kwargs)
+        got = lending.plan_pairs(cluster, **kwargs)
+        for part in ('keep', 'new', 'revoke'):
+            self.assertEqual(triples(getattr(want, part)),
+                             triples(getattr(got, part)), part)
+        return got
+
+    def test_fresh_and_second_rounds(self):
+        options = [{}, {'min_lend_mb': 0}, {'min_lend_mb': 512},
+                   {'max_per_borrower_mb': 300},
+                   {'min_lend_mb': 128, 'max_per_borrower_mb': 1000}]
+        for seed in range(12):
+            rnd = random.Random(seed)
+            for cluster in (random_cluster(seed), tied_cluster(seed)):
+                for kwargs in options:
+                    first = self.assertSamePlan(cluster, **kwargs)
+                    self.assertSamePlan(
+                        next_round(rnd, cluster, first.pairs), **kwargs)
 
 
 class TestSplit(unittest.TestCase):
