@@ -16,11 +16,18 @@ import os
 import fixtures
 import oslo_messaging as messaging
 from oslo_policy import opts as policy_opts
+from oslo_policy import policy as oslo_policy
+from oslo_serialization import jsonutils
+import testtools
+import webob
+import webob.dec
 import webtest
 
 from puma_nova.api import app
 from puma_nova.api import middleware
 from puma_nova.api import v1
+from puma_nova import policies
+from puma_nova import policy
 from puma_nova.tests.unit.sched import base
 from puma_nova.tests.unit.sched import test_api
 
@@ -57,6 +64,7 @@ class TestPolicy(base.TestCase):
 
     def setUp(self):
         super().setUp()
+        self.useFixture(base.PolicyFixture())
         # The [oslo_policy] options, as the enforcer registers them.
         policy_opts.set_defaults(self.conf.conf)
         self.flags(group='puma_api', auth_strategy='keystone')
@@ -78,7 +86,9 @@ class TestPolicy(base.TestCase):
             return self.app.request(path, method=method, headers=hdrs,
                                     status=status)
         return self.app.request(path, method=method, headers=hdrs,
-                                json=body, status=status)
+                                body=jsonutils.dump_as_bytes(body),
+                                content_type='application/json',
+                                status=status)
 
     def test_non_admin_is_refused_everywhere(self):
         for roles in ('member', 'reader', 'member,reader'):
@@ -87,6 +97,10 @@ class TestPolicy(base.TestCase):
                 self.assertEqual(403, resp.json['error']['code'],
                                  (roles, method, path))
         self.assertEqual([], self.nova.migrations)
+        # Refused before the body is read.
+        self.app.post('/v1/split-migrations', 'not json',
+                      content_type='application/json',
+                      headers=headers('member'), status=403)
 
     def test_admin_is_allowed(self):
         resp = self.app.get('/v1/ledger', headers=headers('member,admin'))
@@ -114,3 +128,47 @@ class TestPolicy(base.TestCase):
         self.assertEqual(403, resp.json['error']['code'])
         self.assertEqual([], self.nova.migrations)
         self.app.get('/v1/ledger', headers=headers('admin'), status=200)
+
+    def test_system_scoped_token_is_refused(self):
+        # Project scope, as Nova and Placement: the cloud admin holds a
+        # project-scoped token with the admin role.
+        resp = self.app.get('/v1/hosts', headers=headers(
+            'admin', project=None, **{'OpenStack-System-Scope': 'all'}),
+            status=403)
+        self.assertIn('scope', resp.json['error']['message'])
+
+    def test_is_admin_follows_context_is_admin(self):
+        seen = []
+
+        class Probe(object):
+            @webob.dec.wsgify
+            def __call__(self, req):
+                seen.append(req.environ['puma.context'].is_admin)
+                return webob.Response()
+
+        probe = webtest.TestApp(middleware.ContextMiddleware(Probe()))
+        probe.get('/', headers=headers('member'))
+        probe.get('/', headers=headers('admin'))
+        self.policy_file('"context_is_admin": "role:cloud-admin"\n')
+        policy.reset()
+        probe.get('/', headers=headers('admin'))
+        probe.get('/', headers=headers('cloud-admin'))
+        self.assertEqual([False, True, False, True], seen)
+
+
+class TestPolicyInCode(testtools.TestCase):
+
+    def test_every_route_has_its_documented_rule(self):
+        rules = {r.name: r for r in policies.list_rules()}
+        for path, method, action, _body in app.ROUTES:
+            name = getattr(v1.Controller, action).policy_rule
+            rule = rules[name]
+            self.assertIsInstance(rule, oslo_policy.DocumentedRuleDefault)
+            self.assertIn({'method': method, 'path': path},
+                          rule.operations, name)
+            self.assertEqual(['project'], rule.scope_types, name)
+            self.assertTrue(name.startswith('puma:'), name)
+
+    def test_rules_are_registered_once(self):
+        names = [r.name for r in policies.list_rules()]
+        self.assertEqual(sorted(set(names)), sorted(names))
