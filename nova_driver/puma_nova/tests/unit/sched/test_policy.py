@@ -15,6 +15,7 @@ import os
 
 import fixtures
 import oslo_messaging as messaging
+from oslo_policy import generator
 from oslo_policy import opts as policy_opts
 from oslo_policy import policy as oslo_policy
 from oslo_serialization import jsonutils
@@ -23,6 +24,7 @@ import webob
 import webob.dec
 import webtest
 
+import puma_nova
 from puma_nova.api import app
 from puma_nova.api import middleware
 from puma_nova.api import v1
@@ -172,3 +174,17 @@ class TestPolicyInCode(testtools.TestCase):
     def test_rules_are_registered_once(self):
         names = [r.name for r in policies.list_rules()]
         self.assertEqual(sorted(set(names)), sorted(names))
+
+    def test_sample_policy_file_is_current(self):
+        # etc/puma-policy.yaml.sample is what `tox -e genpolicy` writes
+        # from the oslo.policy.policies entry point (installed package).
+        sample = os.path.join(os.path.dirname(puma_nova.__file__),
+                              os.pardir, 'etc', 'puma-policy.yaml.sample')
+        if not os.path.exists(sample):
+            self.skipTest('no source tree')
+        out = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                           'policy.yaml')
+        generator._generate_sample(['puma'], out)
+        with open(sample) as want, open(out) as got:
+            self.assertEqual(want.read(), got.read(),
+                             'run tox -e genpolicy')
