@@ -35,7 +35,21 @@ _LOCK = threading.Lock()
 
 
 def get_enforcer():
-    """The process's enforcer (also oslo.policy.enforcer entry point)."""
+    """The oslo.policy.enforcer entry point (oslopolicy-* commands).
+
+    They parse CONF with their own --config-file; if nothing parsed it
+    yet, read puma's usual files (/etc/puma/puma.conf), as Nova's
+    get_enforcer does, so that the policy file is found.
+    """
+    try:
+        CONF.find_file('policy.yaml')
+    except cfg.NotInitializedError:
+        CONF([], project='puma')
+    return _enforcer()
+
+
+def _enforcer():
+    """The process's enforcer, created on first use."""
     global _ENFORCER
     if _ENFORCER is None:
         with _LOCK:
@@ -65,8 +79,8 @@ def _target(ctxt):
 def authorize(ctxt, rule, target=None):
     """Raise Forbidden unless CTXT's credentials pass RULE."""
     try:
-        get_enforcer().authorize(rule, target or _target(ctxt), ctxt,
-                                 do_raise=True)
+        _enforcer().authorize(rule, target or _target(ctxt), ctxt,
+                              do_raise=True)
     except policy.InvalidScope:
         LOG.debug('%s refused: token scope', rule)
         raise exception.Forbidden(
@@ -79,8 +93,8 @@ def authorize(ctxt, rule, target=None):
 
 def check_is_admin(ctxt):
     """Whether CTXT passes context_is_admin (sets ctxt.is_admin)."""
-    return get_enforcer().authorize('context_is_admin', _target(ctxt),
-                                    ctxt, do_raise=False)
+    return _enforcer().authorize('context_is_admin', _target(ctxt),
+                                 ctxt, do_raise=False)
 
 
 def authorized(rule):

@@ -157,6 +157,16 @@ class TestPolicy(base.TestCase):
         probe.get('/', headers=headers('cloud-admin'))
         self.assertEqual([False, True, False, True], seen)
 
+    def test_entry_point_enforcer_reads_the_policy_file(self):
+        # What oslopolicy-policy-generator --namespace puma shows.
+        self.policy_file('"puma:ledger:list": "role:reader"\n')
+        enforcer = policy.get_enforcer()
+        enforcer.load_rules()
+        self.assertEqual('role:reader',
+                         str(enforcer.rules['puma:ledger:list']))
+        self.assertEqual('rule:admin_api',
+                         str(enforcer.rules['puma:ledger:release']))
+
 
 class TestPolicyInCode(testtools.TestCase):
 
