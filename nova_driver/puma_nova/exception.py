@@ -22,6 +22,10 @@ class Invalid(PumaException):
     code = 400
 
 
+class Forbidden(PumaException):
+    code = 403
+
+
 class NotFound(PumaException):
     code = 404
 

@@ -16,6 +16,9 @@ Pipeline, outermost first:
     FaultWrapper -> [keystonemiddleware auth_token] -> ContextMiddleware
         -> APIRouter (routes) -> v1.Controller
 
+Each v1.Controller action is authorized by its oslo.policy rule
+(puma_nova.policies) with the request context's credentials.
+
 auth_token is left out only with [puma_api] auth_strategy = noauth.
 """
 
@@ -34,6 +37,7 @@ from puma_nova.api import nova
 from puma_nova.api import v1
 from puma_nova.conf import scheduler as sched_conf
 from puma_nova import exception
+from puma_nova import policy
 from puma_nova.scheduler import rpcapi
 
 CONF = cfg.CONF
@@ -99,6 +103,9 @@ class APIRouter(object):
         method = getattr(self.controller, match['action'])
         args = {k: v for k, v in match.items() if k != 'action'}
         if match['action'] in self.with_body:
+            # The action's policy (v1, policy.authorized) before the body
+            # is read: a refused caller learns nothing from validation.
+            policy.authorize(ctxt, method.policy_rule)
             code, doc = method(req, ctxt, CONF, self._body(req), **args)
         else:
             code, doc = method(req, ctxt, CONF, **args)

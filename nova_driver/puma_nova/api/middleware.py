@@ -19,6 +19,7 @@ import webob.dec
 
 from puma_nova import context
 from puma_nova import exception
+from puma_nova import policy
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -53,9 +54,12 @@ class FaultWrapper(object):
 
 
 class ContextMiddleware(object):
-    """Builds puma.context from the auth_token headers; admin only.
+    """Builds puma.context from the auth_token headers.
 
-    With auth_strategy 'noauth' every request is an admin request.
+    Authorization is left to the policy of each action
+    (puma_nova.policies, enforced in v1.Controller); the context's
+    is_admin is what the context_is_admin rule says.  With auth_strategy
+    'noauth' every request is an admin request.
     """
 
     def __init__(self, app):
@@ -72,9 +76,6 @@ class ContextMiddleware(object):
                 return fault(401, 'authentication required')
             ctxt = context.RequestContext.from_environ(req.environ,
                                                        overwrite=False)
-            if CONF.puma_api.admin_role not in ctxt.roles:
-                return fault(403, 'the Puma API needs the %s role' %
-                             CONF.puma_api.admin_role)
-            ctxt.is_admin = True
+            ctxt.is_admin = policy.check_is_admin(ctxt)
         req.environ['puma.context'] = ctxt
         return req.get_response(self.app)

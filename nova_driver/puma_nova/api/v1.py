@@ -26,6 +26,7 @@ import oslo_messaging as messaging
 from puma_nova.api import schemas
 from puma_nova.db import api as db_api
 from puma_nova import exception
+from puma_nova import policy
 
 LOG = logging.getLogger(__name__)
 
@@ -69,18 +70,21 @@ class Controller(object):
     def _limit(self, rows, fields, conf):
         return [_view(r, fields) for r in rows[:conf.puma_api.max_limit]]
 
+    @policy.authorized('puma:host:list')
     def hosts(self, req, ctxt, conf):
         schemas.validate(schemas.LIST_QUERY['hosts'], dict(req.GET),
                          'query')
         return 200, {'hosts': self._limit(db_api.host_list(ctxt),
                                           HOST_FIELDS, conf)}
 
+    @policy.authorized('puma:pair:list')
     def pairs(self, req, ctxt, conf):
         schemas.validate(schemas.LIST_QUERY['pairs'], dict(req.GET),
                          'query')
         return 200, {'pairs': self._limit(db_api.pair_list(ctxt),
                                           PAIR_FIELDS, conf)}
 
+    @policy.authorized('puma:memory_server:list')
     def memory_servers(self, req, ctxt, conf):
         query = dict(req.GET)
         schemas.validate(schemas.LIST_QUERY['memory_servers'], query,
@@ -89,6 +93,7 @@ class Controller(object):
         return 200, {'memory_servers': self._limit(
             rows, MEMORY_SERVER_FIELDS, conf)}
 
+    @policy.authorized('puma:ledger:list')
     def ledger(self, req, ctxt, conf):
         query = dict(req.GET)
         schemas.validate(schemas.LIST_QUERY['ledger'], query, 'query')
@@ -103,6 +108,7 @@ class Controller(object):
             rows = [r for r in rows if r['id'] in stale]
         return 200, {'ledger': self._limit(rows, LEDGER_FIELDS, conf)}
 
+    @policy.authorized('puma:ledger:release')
     def release_entry(self, req, ctxt, conf, entry_id):
         """Release a planned or failed entry through the scheduler."""
         try:
@@ -159,6 +165,7 @@ class Controller(object):
                       '(the scheduler releases it after plan_ttl): %s',
                       server_id, main_host, e)
 
+    @policy.authorized('puma:split_migration:create')
     def split_migrate(self, req, ctxt, conf, body):
         schemas.validate(schemas.SPLIT_MIGRATION, body, 'request body')
         server = self.nova.get_server(body['server'])

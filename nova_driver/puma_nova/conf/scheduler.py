@@ -83,8 +83,14 @@ api_opts = [
                                    'development only')],
                help='How requests are authenticated.'),
     cfg.StrOpt('admin_role', default='admin',
-               help='Role a token needs to use the API (it manages the '
-                    'whole cloud).'),
+               deprecated_for_removal=True,
+               deprecated_reason='puma-api is authorized by oslo.policy '
+                                 '(rules puma:*, policy in code); set a '
+                                 'rule in the [oslo_policy] policy_file '
+                                 'instead.',
+               help='Ignored.  It was the role a token needed to use the '
+                    'API; the context_is_admin rule (default role:admin) '
+                    'and the puma:* rules now decide.'),
     cfg.IntOpt('max_limit', default=1000, min=1,
                help='Most items one list request returns.'),
 ]

@@ -25,6 +25,7 @@ from puma_nova import context
 from puma_nova.db import api as db_api
 from puma_nova.db import migration
 from puma_nova.db import models
+from puma_nova import policy
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi
 from puma_nova.scheduler import service
@@ -41,6 +42,20 @@ class DatabaseFixture(fixtures.Fixture):
         self.url = 'sqlite:///' + os.path.join(tmp, 'puma.sqlite')
         db_api.configure(self.url)
         migration.upgrade()
+
+
+class PolicyFixture(fixtures.Fixture):
+    """A new puma-api policy enforcer, CONF parsed as a service does.
+
+    The enforcer looks its policy file up with CONF.find_file, which
+    needs a parsed CONF; the Config fixture clears the parse at cleanup.
+    """
+
+    def _setUp(self):
+        CONF([], project='puma', default_config_files=[],
+             default_config_dirs=[])
+        policy.reset()
+        self.addCleanup(policy.reset)
 
 
 class TestCase(testtools.TestCase):

@@ -55,6 +55,7 @@ class TestAPI(base.TestCase):
 
     def setUp(self):
         super().setUp()
+        self.useFixture(base.PolicyFixture())
         self.flags(group='puma_api', auth_strategy='noauth')
         self.flags(group='puma_scheduler', planning_interval=3600,
                    host_racks={'m': 'r1', 'near': 'r1'})
@@ -259,6 +260,10 @@ class TestAPI(base.TestCase):
 
 class TestAPIAuth(base.TestCase):
 
+    def setUp(self):
+        super().setUp()
+        self.useFixture(base.PolicyFixture())
+
     def _app(self):
         return webtest.TestApp(app.build_app(object(), FakeNova()))
 
@@ -278,7 +283,8 @@ class TestAPIAuth(base.TestCase):
         headers = {'X-Identity-Status': 'Confirmed', 'X-Roles': 'member',
                    'X-Project-Id': 'p1', 'X-User-Id': 'u1'}
         resp = inner.get('/v1/hosts', headers=headers, status=403)
-        self.assertIn('admin role', resp.json['error']['message'])
+        self.assertIn('policy does not allow puma:host:list',
+                      resp.json['error']['message'])
         headers['X-Roles'] = 'member,admin'
         self.assertEqual([], inner.get('/v1/hosts',
                                        headers=headers).json['hosts'])

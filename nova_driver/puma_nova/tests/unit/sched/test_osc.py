@@ -44,6 +44,7 @@ class TestOSC(base.TestCase):
 
     def setUp(self):
         super().setUp()
+        self.useFixture(base.PolicyFixture())
         self.flags(group='puma_api', auth_strategy='noauth')
         self.flags(group='puma_scheduler', planning_interval=3600)
         rpcf = self.useFixture(base.RPCFixture())

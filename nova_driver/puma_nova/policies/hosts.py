@@ -1,0 +1,30 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Policy of GET /v1/hosts."""
+
+from oslo_policy import policy
+
+from puma_nova.policies import base
+
+rules = [
+    policy.DocumentedRuleDefault(
+        name='puma:host:list',
+        check_str=base.ADMIN_API,
+        scope_types=base.PROJECT_SCOPE,
+        description='List the compute hosts and their latest memory '
+                    'report.',
+        operations=[{'method': 'GET', 'path': '/v1/hosts'}]),
+]
+
+
+def list_rules():
+    return rules

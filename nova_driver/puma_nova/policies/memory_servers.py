@@ -1,0 +1,29 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Policy of GET /v1/memory-servers."""
+
+from oslo_policy import policy
+
+from puma_nova.policies import base
+
+rules = [
+    policy.DocumentedRuleDefault(
+        name='puma:memory_server:list',
+        check_str=base.ADMIN_API,
+        scope_types=base.PROJECT_SCOPE,
+        description='List the memory servers of split VMs.',
+        operations=[{'method': 'GET', 'path': '/v1/memory-servers'}]),
+]
+
+
+def list_rules():
+    return rules
