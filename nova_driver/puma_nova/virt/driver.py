@@ -803,6 +803,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                       network_info=network_info,
                       block_device_info=block_device_info,
                       power_on=power_on, accel_info=accel_info)
+        # is_allowed first: an instance that cannot split is never asked
+        # for its host (test_instance_without_split_not_asked).
         if (instance.task_state == task_states.REBUILD_SPAWNING and
                 split.is_allowed(instance)):
             # Rebuild, or evacuate: until Nova's finish_evacuation

@@ -514,7 +514,23 @@ class PlannedBeforeNovaTest(PumaServersTestBase):
                       self.sched.calls)
 
 
-class GivenUpDestinationTest(PumaServersTestBase):
+class LandsWhereAskedMixin(object):
+    """Migrations land on the host in their URI.
+
+    Nova's stub always goes from src to dest; these tests migrate to
+    other hosts (dest2) or from dest.
+    """
+
+    def _migrate_stub(self, domain, destination, params, flags):
+        self.migrations.append((destination, dict(params), flags))
+        host = destination.split('//', 1)[1].split('/', 1)[0]
+        self.computes[host].driver._host.get_connection().createXML(
+            params['destination_xml'],
+            'fake-createXML-doesnt-care-about-flags')
+        domain.complete_job()
+
+
+class GivenUpDestinationTest(LandsWhereAskedMixin, PumaServersTestBase):
     """Nova gives a destination up after its checks passed."""
 
     HOSTS = dict(PumaServersTestBase.HOSTS, dest2=(4 * GIB, 2 * GIB),
@@ -539,15 +555,6 @@ class GivenUpDestinationTest(PumaServersTestBase):
 
         self.useFixture(fixtures.MonkeyPatch(
             task + '_call_livem_checks_on_host', bind_fails_on_dest))
-
-    def _migrate_stub(self, domain, destination, params, flags):
-        # Nova's stub always lands on dest; here it is dest2.
-        self.migrations.append((destination, dict(params), flags))
-        host = destination.split('//', 1)[1].split('/', 1)[0]
-        self.computes[host].driver._host.get_connection().createXML(
-            params['destination_xml'],
-            'fake-createXML-doesnt-care-about-flags')
-        domain.complete_job()
 
     def test_next_destination_supersedes_the_plan(self):
         server = self._boot(self._split_flavor())
@@ -586,19 +593,10 @@ class GivenUpDestinationTest(PumaServersTestBase):
         self._assert_placement_clean()
 
 
-class SplitAgainTest(PumaServersTestBase):
+class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
     """A split instance migrated again (a second hop)."""
 
     HOSTS = dict(PumaServersTestBase.HOSTS, sub2=(16 * GIB, 2 * GIB))
-
-    def _migrate_stub(self, domain, destination, params, flags):
-        # Nova's stub always goes from src to dest; here dest is a source.
-        self.migrations.append((destination, dict(params), flags))
-        host = destination.split('//', 1)[1].split('/', 1)[0]
-        self.computes[host].driver._host.get_connection().createXML(
-            params['destination_xml'],
-            'fake-createXML-doesnt-care-about-flags')
-        domain.complete_job()
 
     def _split_to_dest(self):
         server = self._boot(self._split_flavor())
