@@ -197,7 +197,8 @@ configure_qemu()
 		--disable-install-blobs \
 		--without-default-features --enable-tools --enable-kvm \
 		--enable-tcg --enable-linux-aio --enable-linux-io-uring \
-		--enable-zstd --enable-attr --enable-virtfs --enable-cap-ng ||
+		--enable-zstd --enable-attr --enable-virtfs --enable-cap-ng \
+		--enable-gnutls ||
 		return 1
 	ninja -C build -j"$(nproc)" && ninja -C build install || return 1
 	# Debian's source drops prebuilt firmware: build the x86 option ROMs

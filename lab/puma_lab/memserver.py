@@ -87,8 +87,8 @@ class MemoryServer:
 
     def listening(self):
         """The HOST:PORT of each 'listening on' line, in order."""
-        return re.findall(r'^memory-server: listening on (\S+)$',
-                          self.output(), re.M)
+        return re.findall(r'^memory-server: listening on (\S+)'
+                          r'(?: \(TLS\))?$', self.output(), re.M)
 
     def signal_stats(self, timeout=10):
         """SIGUSR1; the counters of the stats line it prints, as a dict."""
