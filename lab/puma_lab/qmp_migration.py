@@ -32,6 +32,7 @@ CAPABILITIES = {
     'hinted': {},
     'postcopy': {'postcopy-ram': True, 'postcopy-blocktime': True},
     'split': {'x-split': True},
+    'split-tls': {'x-split': True},
 }
 DONE = ('completed', 'failed', 'cancelled')
 

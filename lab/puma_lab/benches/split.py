@@ -10,7 +10,9 @@ booted afresh on host A for each mode and migrated over QMP to host B:
 - ``hinted``: precopy with virtio-balloon free page hinting (an iothread,
   free-page-hint=on);
 - ``postcopy``: precopy for one pass over memory, then post-copy;
-- ``split``: x-split, cold pages to a memory server on host C.
+- ``split``: x-split, cold pages to a memory server on host C;
+- ``split-tls``: the same with the memory server over TLS (a PSK key of
+  the VM's own, QEMU's x-split-tls-creds on both sides).
 
 Per mode: total time and downtime (source ``query-migrate``), bytes on the
 wire (bytes received by hosts B and C during the migration, from their
@@ -37,7 +39,7 @@ from puma_lab import paths
 from puma_lab import qmp_migration
 from puma_lab import vm
 
-MODES = ('precopy', 'hinted', 'postcopy', 'split')
+MODES = ('precopy', 'hinted', 'postcopy', 'split', 'split-tls')
 MIB = 1024 * 1024
 
 
@@ -73,10 +75,12 @@ def guest_used(guest):
 
 def measure(lab, hosts, mode, args):
     a, b, c = hosts
+    split = mode in ('split', 'split-tls')
+    vm_id = str(uuid.uuid4())
     log('%s: booting a %d MiB guest on host a' % (mode, args.mem))
     src = vm.Guest(lab, '%s-a' % mode, kernel=args.kernel, mem_mb=args.mem,
                    vcpus=args.vcpus, ns=a.ns,
-                   extra_args=['-uuid', str(uuid.uuid4())] +
+                   extra_args=['-uuid', vm_id] +
                    qmp_migration.balloon_args(mode == 'hinted'))
     src.start().wait_booted()
     src.run('modprobe virtio_balloon')
@@ -91,12 +95,25 @@ def measure(lab, hosts, mode, args):
     if mode == 'postcopy':
         params['max-postcopy-bandwidth'] = args.bandwidth * MIB
     servers = []
-    if mode == 'split':
-        servers = [memserver.MemoryServer(c, max_mb=args.mem).start()]
+    psk_dir = None
+    if mode == 'split-tls':
+        # The server's keys and the VM's own (the same line here).
+        psk_dir = lab.path('psk-%s' % vm_id)
+        memserver.write_psk(psk_dir, vm_id)
+    if split:
+        servers = [memserver.MemoryServer(c, max_mb=args.mem,
+                                          psk_dir=psk_dir).start()]
         params['x-split-sub-uris'] = servers[0].uri
         params['x-split-main-limit'] = args.limit * MIB
     dst = qmp_migration.twin(src, '%s-b' % mode, b).start()
     qmp_migration.wait_qmp(dst)
+    if psk_dir:
+        for g in (src, dst):
+            g.qmp('object-add', **{'qom-type': 'tls-creds-psk',
+                                   'id': 'splitpsk', 'endpoint': 'client',
+                                   'dir': psk_dir, 'username': vm_id})
+            g.qmp('migrate-set-parameters',
+                  **{'x-split-tls-creds': 'splitpsk'})
     rx0 = [h.link_bytes()[0] for h in (b, c)]
     log('%s: migrating (used %.0f MiB resident, %.0f MiB in the guest)'
         % (mode, fig['used_bytes'] / MIB, fig['guest_used_bytes'] / MIB))
@@ -114,7 +131,7 @@ def measure(lab, hosts, mode, args):
         'dirty_syncs': ram.get('dirty-sync-count'),
     })
     ga = dst.agent
-    if mode == 'split':
+    if split:
         fig['split_at_switchover'] = dst.qmp('x-query-split')
     # The workload walks its whole working set twice on the destination.
     migration.wait_rounds(ga, migration.rounds(ga) + 2, timeout=600)
@@ -122,16 +139,16 @@ def measure(lab, hosts, mode, args):
         fig['pageins'] = mig.poll().get('ram', {}).get('postcopy-requests')
         dinfo = dst.qmp('query-migrate')
         fig['postcopy_blocktime_ms'] = dinfo.get('postcopy-blocktime')
-    if mode == 'split':
-        split = dst.qmp('x-query-split')
-        fig['split'] = split
-        fig['pageins'] = split.get('page-ins')
-        fig['unused_faults'] = split.get('unused-faults')
+    if split:
+        state = dst.qmp('x-query-split')
+        fig['split'] = state
+        fig['pageins'] = state.get('page-ins')
+        fig['unused_faults'] = state.get('unused-faults')
         # Percentiles of no fault at all are no figure.
-        fig['remote_faults'] = sum(split.get('fault-latency-histogram', []))
+        fig['remote_faults'] = sum(state.get('fault-latency-histogram', []))
         if fig['remote_faults']:
-            fig['fault_p50_us'] = split.get('fault-latency-p50-us')
-            fig['fault_p99_us'] = split.get('fault-latency-p99-us')
+            fig['fault_p50_us'] = state.get('fault-latency-p50-us')
+            fig['fault_p99_us'] = state.get('fault-latency-p99-us')
         fig['server_stats'] = [s.stats() for s in servers]
         fig.update(fresh_memory(ga, pid, dst, servers, args.fresh))
     ga.run('kill -TERM %d' % pid)
@@ -226,7 +243,8 @@ def run(argv):
         hosts = [host_mod.Host(lab, n, libvirtd=False).start()
                  for n in ('a', 'b', 'c')]
         for mode in modes:
-            why = qmp_migration.split_missing() if mode == 'split' else None
+            why = (qmp_migration.split_missing()
+                   if mode.startswith('split') else None)
             if why:
                 log('split: skipped: %s' % why)
                 out['skipped'][mode] = why
@@ -234,10 +252,11 @@ def run(argv):
             res[mode] = measure(lab, hosts, mode, args)
     for mode in MODES:
         f = res.get(mode, {})
+        name = mode.replace('-', '_')
         for key in ('total_ms', 'downtime_ms', 'wire_bytes',
                     'ram_transferred', 'used_bytes', 'pageins'):
-            out['%s_%s' % (mode, key)] = f.get(key)
-        out['%s_bytes_x_used' % mode] = ratio(f.get('wire_bytes'),
+            out['%s_%s' % (name, key)] = f.get(key)
+        out['%s_bytes_x_used' % name] = ratio(f.get('wire_bytes'),
                                               f.get('used_bytes'))
     out['postcopy_blocktime_ms'] = res.get('postcopy', {}).get(
         'postcopy_blocktime_ms')
@@ -257,4 +276,14 @@ def run(argv):
     out['unused_pageins'] = s.get('unused_pageins')
     out['fault_p50_us'] = s.get('fault_p50_us')
     out['fault_p99_us'] = s.get('fault_p99_us')
+    # The cost of TLS to the memory server, in the same run.
+    t = res.get('split-tls', {})
+    out['split_tls_unused_pageins'] = t.get('unused_pageins')
+    out['tls_fault_p50_us'] = t.get('fault_p50_us')
+    out['tls_fault_p99_us'] = t.get('fault_p99_us')
+    out['tls_fault_p50_x_plain'] = ratio(t.get('fault_p50_us'),
+                                         s.get('fault_p50_us'))
+    out['tls_fault_p99_x_plain'] = ratio(t.get('fault_p99_us'),
+                                         s.get('fault_p99_us'))
+    out['tls_time_x_plain'] = ratio(t.get('total_ms'), s.get('total_ms'))
     return out
