@@ -148,3 +148,22 @@ def test_migration_qtest_ran(migration_qtests, path):
     ok, directive = results[path]
     assert ok, '%s failed' % path
     assert 'SKIP' not in directive.upper(), '%s %s' % (path, directive)
+
+
+def test_memory_server_systemd_unit(tmp_path):
+    """The unit of patch 35 passes systemd-analyze verify.
+
+    Verified with ExecStart pointing at the built server, since the unit
+    names the packaged path /usr/bin/qemu-memory-server.
+    """
+    src = os.path.join(qemu_build(), '..', 'contrib', 'systemd',
+                       'qemu-memory-server.service')
+    with open(src) as f:
+        unit = f.read()
+    assert 'ExecStart=/usr/bin/qemu-memory-server ' in unit, unit
+    unit = unit.replace('/usr/bin/qemu-memory-server', paths.memory_server())
+    path = tmp_path / 'qemu-memory-server.service'
+    path.write_text(unit)
+    p = subprocess.run(['systemd-analyze', 'verify', '--man=no', str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and not p.stderr.strip(), p.stdout + p.stderr
