@@ -53,11 +53,15 @@ static void puma_tp_delete(void *data, struct folio *folio)
 		return;
 	if (folio_ref_count(folio) != 0)
 		return;	/* truncate/invalidate: the truncate hook saw it */
-	if (folio_test_large(folio) || !folio_test_uptodate(folio) ||
-	    folio_test_dirty(folio))
-		return;
 	inode = mapping->host;
 	if (!inode || !puma_inode_eligible(inode))
+		return;
+	if (folio_test_large(folio)) {
+		/* Not put: only its pages' sequential marks go */
+		puma_index_evicted(inode, folio->index, folio_nr_pages(folio));
+		return;
+	}
+	if (!folio_test_uptodate(folio) || folio_test_dirty(folio))
 		return;
 	if (folio->index >= DIV_ROUND_UP(i_size_read(inode), PAGE_SIZE))
 		return;

@@ -131,6 +131,14 @@ struct puma_trunc {
 	unsigned int count;
 };
 
+/*
+ * Taken with interrupts off, often in reclaim (a put happens when the
+ * page cache evicts a page): allocations under it are GFP_NOWAIT, which
+ * never sleeps and, unlike GFP_ATOMIC, never draws on the reserves kept
+ * for interrupts and reclaim.  A failed one costs a put or a mark,
+ * never a stale page: the entry that would have named a lender is not
+ * made.
+ */
 static DEFINE_SPINLOCK(puma_index_lock);
 static LIST_HEAD(puma_pools);
 static DEFINE_HASHTABLE(puma_files, 12);
@@ -190,7 +198,7 @@ static struct puma_pool *puma_pool_find(struct super_block *sb, bool create)
 			return pool;
 	if (!create)
 		return NULL;
-	pool = kzalloc(sizeof(*pool), GFP_ATOMIC | __GFP_NOWARN);
+	pool = kzalloc(sizeof(*pool), GFP_NOWAIT | __GFP_NOWARN);
 	if (!pool)
 		return NULL;
 	pool->sb = sb;
@@ -225,7 +233,7 @@ static struct puma_file *puma_file_find(struct inode *inode, bool create)
 	pool = puma_pool_find(sb, true);
 	if (!pool)
 		return NULL;
-	f = kzalloc(sizeof(*f), GFP_ATOMIC | __GFP_NOWARN);
+	f = kzalloc(sizeof(*f), GFP_NOWAIT | __GFP_NOWARN);
 	if (!f)
 		return NULL;
 	f->pool = pool;
@@ -405,7 +413,7 @@ static int puma_index_note_put(struct inode *inode, pgoff_t index,
 	if (xa_err(xa_store(&f->pages, index,
 			    xa_mk_value(peer |
 					*version << PUMA_E_VER_SHIFT),
-			    GFP_ATOMIC | __GFP_NOWARN)))
+			    GFP_NOWAIT | __GFP_NOWARN)))
 		return -ENOMEM;
 	if (!old)
 		puma_entry_add(f, peer);
@@ -434,6 +442,48 @@ static void puma_file_forget(struct puma_file *f, pgoff_t index)
  * data under puma_index_lock, so that puts and invalidations of a page
  * reach the lender in the order they happened here.
  */
+/*
+ * Erase the "read sequentially" marks of [@start, @start + @nr) of @f.
+ * A mark only says "do not put this page when it is evicted": once the
+ * page left the page cache without a put, it would otherwise stay for
+ * as long as the inode does.
+ */
+static void puma_file_drop_marks(struct puma_file *f, pgoff_t start,
+				 unsigned long nr)
+{
+	unsigned long idx;
+	void *entry;
+
+	lockdep_assert_held(&puma_index_lock);
+	xa_for_each_range(&f->pages, idx, entry, start, start + nr - 1) {
+		if (!(xa_to_value(entry) & PUMA_E_SEQ))
+			continue;
+		xa_erase(&f->pages, idx);
+		puma_entry_del(f, xa_to_value(entry));
+	}
+}
+
+/**
+ * puma_index_evicted - pages of @inode left the page cache without a put
+ * @inode: the file
+ * @start: first page
+ * @nr: number of pages
+ *
+ * For folios the put path does not take (large folios): their
+ * sequential marks go, as they would with a put.
+ */
+void puma_index_evicted(struct inode *inode, pgoff_t start, unsigned long nr)
+{
+	struct puma_file *f;
+	unsigned long flags;
+
+	spin_lock_irqsave(&puma_index_lock, flags);
+	f = puma_file_find(inode, false);
+	if (f && f->nr)
+		puma_file_drop_marks(f, start, nr);
+	spin_unlock_irqrestore(&puma_index_lock, flags);
+}
+
 void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 			 pgoff_t index, const void *data)
 {
@@ -447,13 +497,13 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 	spin_lock_irqsave(&puma_index_lock, flags);
 	if (puma_truncating(mapping)) {
 		puma_count(PUMA_STAT_DROP_TRUNCATING);
-		goto out_unlock;
+		goto out_drop_mark;
 	}
 	peer = puma_peer_pick();
 	if (peer <= 0) {
 		puma_count(peer ? PUMA_STAT_DROP_SUSPENDED :
 			   PUMA_STAT_DROP_NO_PEER);
-		goto out_unlock;
+		goto out_drop_mark;
 	}
 	ret = puma_index_note_put(inode, index, peer, &fk, &f, &already,
 				  &version);
@@ -473,6 +523,12 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 	}
 	puma_count(PUMA_STAT_PUTS);
 	f->pool->stats[PUMA_FS_PUTS]++;
+	goto out_unlock;
+out_drop_mark:
+	/* Not put: the page's mark, if any, has no use any more. */
+	f = puma_file_find(inode, false);
+	if (f && f->nr)
+		puma_file_drop_marks(f, index, 1);
 out_unlock:
 	spin_unlock_irqrestore(&puma_index_lock, flags);
 }
@@ -721,6 +777,7 @@ out_unlock:
  * @nr: number of pages
  *
  * Policy (sequential filter): these pages will not be put on eviction.
+ * Their marks go when they leave the page cache, put or not.
  */
 void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
 				unsigned long nr)
@@ -737,7 +794,7 @@ void puma_index_mark_sequential(struct inode *inode, pgoff_t start,
 		if (old)
 			continue;
 		if (xa_err(xa_store(&f->pages, i, xa_mk_value(PUMA_E_SEQ),
-				    GFP_ATOMIC | __GFP_NOWARN)))
+				    GFP_NOWAIT | __GFP_NOWARN)))
 			break;
 		puma_entry_add(f, PUMA_E_SEQ);
 	}
@@ -882,7 +939,7 @@ void puma_truncate_begin(struct address_space *mapping)
 	spin_lock_irqsave(&puma_index_lock, flags);
 	t = puma_trunc_find(mapping);
 	if (!t) {
-		t = kzalloc(sizeof(*t), GFP_ATOMIC | __GFP_NOWARN);
+		t = kzalloc(sizeof(*t), GFP_NOWAIT | __GFP_NOWARN);
 		if (t) {
 			t->mapping = mapping;
 			hash_add(puma_truncs, &t->hnode, hash_ptr(mapping, 32));

@@ -174,6 +174,7 @@ void puma_index_assert_locked(void);
 bool puma_inode_eligible(struct inode *inode);
 void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 			 pgoff_t index, const void *data);
+void puma_index_evicted(struct inode *inode, pgoff_t start, unsigned long nr);
 int puma_index_lookup(struct inode *inode, pgoff_t index,
 		      struct puma_fkey *fk, unsigned long *seq, u64 *version);
 bool puma_index_still_valid(struct inode *inode, pgoff_t index,

@@ -120,6 +120,21 @@ def start_pair(lab, kernel, share, disks=(), borrower_mb=320,
     return lender, borrower
 
 
+def stream_marks(g, path):
+    """Sequential marks (all files) before, during and after a stream.
+
+    Reads PATH through the page cache with the sequential filter on,
+    then drops the page cache: (before, after the read, after the drop).
+    """
+    g.run('/mnt/host/pumactl set seq_filter 1 && '
+          'echo 1 > /proc/sys/vm/drop_caches')
+    m0 = stats(g)['sequential_marks']
+    g.run('cat %s > /dev/null' % path, timeout=300)
+    m1 = stats(g)['sequential_marks']
+    g.run('echo 1 > /proc/sys/vm/drop_caches')
+    return m0, m1, stats(g)['sequential_marks']
+
+
 def settle_puts(lender, borrower):
     """Wait until every queued put reached the lender."""
     for _ in range(120):
@@ -224,6 +239,12 @@ def test_borrower_hits_lender_no_disk_reads(lab, kernel, tmp_path):
     borrower.run('/mnt/host/pumactl peer del %s:%d'
                  % (lender.addrs[0].split('/')[0], PORT))
     assert stats(borrower)['remote_pages'] == 0
+    # Without a lender no page is put, and a streaming read's marks
+    # ("do not put") go with the pages they mark instead of staying for
+    # the inode's lifetime.
+    marks = stream_marks(borrower, '/mnt/data/f')
+    assert marks[1] - marks[0] >= FILE_MB * 256 // 2, marks
+    assert marks[2] <= marks[0], marks
     # A file system's counters go away with it at unmount.
     assert fs_stats(borrower, '/dev/vdb'), 'no counters for the data disk'
     borrower.run('umount /mnt/data')
@@ -296,5 +317,10 @@ def test_xfs_hits_and_changes(lab, kernel, tmp_path):
     got = borrower.run('dd if=/mnt/data/f bs=4k skip=3 count=16 '
                        'status=none | tr -d "\\0" | wc -c').out.strip()
     assert got == '0'
+    # A streaming read's marks go with its pages, which XFS keeps in
+    # large folios that are never put.
+    marks = stream_marks(borrower, '/mnt/data/f')
+    assert marks[1] - marks[0] >= FILE_MB * 256 // 2, marks
+    assert marks[2] <= marks[0], marks
     borrower.run('umount /mnt/data && rmmod puma')
     check_dmesg(borrower)
