@@ -431,30 +431,23 @@ static void puma_file_forget(struct puma_file *f, pgoff_t index)
 		puma_entry_del(f, xa_to_value(old));
 }
 
-/**
- * puma_index_put_page - a clean page of @inode leaves the page cache
- * @inode: the file (eligible, see puma_inode_eligible())
- * @mapping: its mapping
- * @index: the page index
- * @data: the page's content
- *
- * Caller: the put hook, interrupts off.  Records the put and queues the
- * data under puma_index_lock, so that puts and invalidations of a page
- * reach the lender in the order they happened here.
- */
 /*
- * Erase the "read sequentially" marks of [@start, @start + @nr) of @f.
- * A mark only says "do not put this page when it is evicted": once the
- * page left the page cache without a put, it would otherwise stay for
- * as long as the inode does.
+ * Erase the "read sequentially" marks of [@start, @start + @nr) of
+ * @inode.  A mark only says "do not put this page when it is evicted":
+ * once the page left the page cache without a put, it would otherwise
+ * stay for as long as the inode does.
  */
-static void puma_file_drop_marks(struct puma_file *f, pgoff_t start,
-				 unsigned long nr)
+static void puma_drop_marks(struct inode *inode, pgoff_t start,
+			    unsigned long nr)
 {
+	struct puma_file *f;
 	unsigned long idx;
 	void *entry;
 
 	lockdep_assert_held(&puma_index_lock);
+	f = puma_file_find(inode, false);
+	if (!f || !f->nr)
+		return;
 	xa_for_each_range(&f->pages, idx, entry, start, start + nr - 1) {
 		if (!(xa_to_value(entry) & PUMA_E_SEQ))
 			continue;
@@ -474,16 +467,24 @@ static void puma_file_drop_marks(struct puma_file *f, pgoff_t start,
  */
 void puma_index_evicted(struct inode *inode, pgoff_t start, unsigned long nr)
 {
-	struct puma_file *f;
 	unsigned long flags;
 
 	spin_lock_irqsave(&puma_index_lock, flags);
-	f = puma_file_find(inode, false);
-	if (f && f->nr)
-		puma_file_drop_marks(f, start, nr);
+	puma_drop_marks(inode, start, nr);
 	spin_unlock_irqrestore(&puma_index_lock, flags);
 }
 
+/**
+ * puma_index_put_page - a clean page of @inode leaves the page cache
+ * @inode: the file (eligible, see puma_inode_eligible())
+ * @mapping: its mapping
+ * @index: the page index
+ * @data: the page's content
+ *
+ * Caller: the put hook, interrupts off.  Records the put and queues the
+ * data under puma_index_lock, so that puts and invalidations of a page
+ * reach the lender in the order they happened here.
+ */
 void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 			 pgoff_t index, const void *data)
 {
@@ -526,9 +527,7 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 	goto out_unlock;
 out_drop_mark:
 	/* Not put: the page's mark, if any, has no use any more. */
-	f = puma_file_find(inode, false);
-	if (f && f->nr)
-		puma_file_drop_marks(f, index, 1);
+	puma_drop_marks(inode, index, 1);
 out_unlock:
 	spin_unlock_irqrestore(&puma_index_lock, flags);
 }

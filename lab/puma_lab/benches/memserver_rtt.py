@@ -27,12 +27,15 @@ import tempfile
 import time
 
 from puma_lab import errors
+from puma_lab.memserver import BATCH
+from puma_lab.memserver import HEADER
+from puma_lab.memserver import MAGIC
+from puma_lab.memserver import OP_GET
+from puma_lab.memserver import OP_HELLO
+from puma_lab.memserver import OP_PUT
+from puma_lab.memserver import PAGE_SIZE
+from puma_lab.memserver import VERSION
 from puma_lab import paths
-
-HEADER = struct.Struct('<IHHII')
-MAGIC = 0x31534d50
-OP_HELLO, OP_PUT, OP_GET = 1, 2, 3
-PAGE = 4096
 
 
 def make_pki(d):
@@ -126,10 +129,11 @@ def measure(pki, pages, one_write, requests):
     try:
         c = Client(server.port, pki)
         vm = b'rtt'
-        c.request(OP_HELLO, [struct.pack('<HHI', 1, len(vm), PAGE), vm])
+        c.request(OP_HELLO, [struct.pack('<HHI', VERSION, len(vm),
+                                         PAGE_SIZE), vm])
         keys = struct.pack('<%dQ' % pages, *range(pages))
-        batch = struct.pack('<II', pages, 0)
-        c.request(OP_PUT, [batch, keys, os.urandom(PAGE * pages)])
+        batch = BATCH.pack(pages, 0)
+        c.request(OP_PUT, [batch, keys, os.urandom(PAGE_SIZE * pages)])
         lat = []
         for _ in range(requests):
             t = time.perf_counter()
