@@ -54,8 +54,10 @@ atomic64_t puma_disconnect_reasons[PUMA_REASON_MAX];
 const char *const puma_stat_names[PUMA_STAT_NR] = {
 	[PUMA_STAT_PUTS] = "puts",
 	[PUMA_STAT_PUTS_SKIPPED_CLEAN] = "puts_skipped_clean",
+	[PUMA_STAT_PUTS_LARGE] = "puts_large",
 	[PUMA_STAT_GETS] = "gets",
 	[PUMA_STAT_HITS] = "hits",
+	[PUMA_STAT_HITS_LARGE] = "hits_large",
 	[PUMA_STAT_MISSES] = "misses",
 	[PUMA_STAT_MISSES_FORGOTTEN] = "misses_forgotten",
 	[PUMA_STAT_GET_TIMEOUTS] = "get_timeouts",

@@ -16,7 +16,10 @@
  *
  * In a readahead batch, runs of folios the index says a lender holds are
  * asked for in one GET (at most PUMA_BATCH_MAX pages) while the others go
- * to ->readahead as a sub-batch.  A page of the answer is used only if it
+ * to ->readahead as a sub-batch.  A large folio (XFS) belongs to a remote
+ * run only if one lender holds every page of it, and is marked up to
+ * date only if every page comes back; otherwise ->read_folio reads all
+ * of it.  A page of the answer is used only if it
  * opens (seal.c: the tag checks out for this page and for the version of
  * the put the index recorded, and it decrypts), and the file saw no
  * invalidation since the GET was sent (puma_index_still_valid());
@@ -83,59 +86,123 @@ static void puma_read_local(struct readahead_control *rac)
 	}
 }
 
+enum {
+	PUMA_GET_HIT,
+	PUMA_GET_HIT_LARGE,	/* of which in large folios */
+	PUMA_GET_MISS,
+	PUMA_GET_STALE,
+	PUMA_GET_NR
+};
+
+static void puma_count_gets(struct inode *inode, const unsigned int *n)
+{
+	puma_count_n(PUMA_STAT_HITS, n[PUMA_GET_HIT]);
+	puma_count_n(PUMA_STAT_HITS_LARGE, n[PUMA_GET_HIT_LARGE]);
+	puma_count_n(PUMA_STAT_MISSES, n[PUMA_GET_MISS]);
+	puma_count_n(PUMA_STAT_GET_STALE, n[PUMA_GET_STALE]);
+	puma_index_count_gets(inode, n[PUMA_GET_HIT], n[PUMA_GET_MISS],
+			      n[PUMA_GET_STALE]);
+}
+
 /*
- * Ask lender @peer for the folios of @req (locked, not uptodate, in the
- * page cache); fill the hits, read the rest from disk.
+ * Open pages @i .. @i + @nr - 1 of @req, the pages of one folio, and
+ * count each in @n.  The folio may be marked up to date only if every
+ * page of it opened and nothing invalidated it since the get: a page
+ * that did is counted a hit only then, else a miss (the disk reads it
+ * with the rest of its folio).
+ */
+static bool puma_open_folio(struct inode *inode, int peer, bool answered,
+			    struct puma_get_req *req, unsigned int i,
+			    unsigned int nr, unsigned long seq, unsigned int *n)
+{
+	unsigned int end = i + nr, good = 0;
+
+	for (; i < end; i++) {
+		if (!(req->hits & BIT(i))) {
+			n[PUMA_GET_MISS]++;
+			if (answered)	/* the lender has none */
+				puma_index_forget_missed(inode, req->index[i],
+							 peer);
+		} else if (!puma_open_page(req->seal, &req->fkey,
+					   req->index[i], req->version[i],
+					   req->page[i], req->tag[i])) {
+			/* A bad blob: a miss; forget the lender's copy */
+			n[PUMA_GET_MISS]++;
+			puma_index_forget_bad(inode, req->index[i], peer);
+		} else if (!puma_index_still_valid(inode, req->index[i],
+						   &req->fkey, seq)) {
+			n[PUMA_GET_STALE]++;
+		} else {
+			good++;
+		}
+	}
+	if (good == nr) {
+		n[PUMA_GET_HIT] += good;
+		if (nr > 1)
+			n[PUMA_GET_HIT_LARGE] += good;
+		return true;
+	}
+	n[PUMA_GET_MISS] += good;
+	return false;
+}
+
+/*
+ * Ask lender @peer for the pages of @req (of folios locked, not uptodate,
+ * in the page cache); fill the folios it returned whole, read the rest
+ * from disk.
  */
 static void puma_get_folios(struct file *file, struct inode *inode, int peer,
 			    struct puma_get_req *req, unsigned long seq)
 {
 	const struct address_space_operations *aops = inode->i_mapping->a_ops;
-	unsigned int i, hits = 0, misses = 0, stale = 0;
-	int ret;
+	unsigned int i, nr, n[PUMA_GET_NR] = { };
+	bool answered;
 
 	if (puma_cfg.exclusive)
 		for (i = 0; i < req->count; i++)
 			puma_index_forget(inode, req->index[i]);
-	ret = puma_peer_get(peer, req);
-	if (ret)
+	answered = !puma_peer_get(peer, req);
+	if (!answered)
 		req->hits = 0;
-	for (i = 0; i < req->count; i++) {
-		struct folio *folio = req->folio[i];
+	for (i = 0; i < req->count; i += nr) {
+		struct folio *folio = page_folio(req->page[i]);
 
-		if ((req->hits & BIT(i)) &&
-		    !puma_open_page(req->seal, &req->fkey, req->index[i],
-				    req->version[i], folio_page(folio, 0),
-				    req->tag[i])) {
-			/* A bad blob: a miss; forget the lender's copy */
-			req->hits &= ~BIT(i);
-			puma_index_forget_bad(inode, req->index[i], peer);
-			misses++;
-			aops->read_folio(file, folio);
-			continue;
-		}
-		if ((req->hits & BIT(i)) &&
-		    puma_index_still_valid(inode, req->index[i], &req->fkey,
-					   seq)) {
+		nr = folio_nr_pages(folio);
+		if (puma_open_folio(inode, peer, answered, req, i, nr, seq,
+				    n)) {
 			folio_mark_uptodate(folio);
 			folio_unlock(folio);
-			hits++;
-			continue;
-		}
-		if (req->hits & BIT(i)) {
-			stale++;
 		} else {
-			misses++;
-			if (!ret)	/* answered: the lender has none */
-				puma_index_forget_missed(inode, req->index[i],
-							 peer);
+			aops->read_folio(file, folio);
 		}
-		aops->read_folio(file, folio);
 	}
-	puma_count_n(PUMA_STAT_HITS, hits);
-	puma_count_n(PUMA_STAT_MISSES, misses);
-	puma_count_n(PUMA_STAT_GET_STALE, stale);
-	puma_index_count_gets(inode, hits, misses, stale);
+	puma_count_gets(inode, n);
+}
+
+/*
+ * The lender of all @nr pages from @index, if one lender holds them all
+ * under the same file key and invalidation count, else 0; their versions
+ * in @version (@nr entries, or NULL).
+ */
+static int puma_lookup_run(struct inode *inode, pgoff_t index,
+			   unsigned long nr, struct puma_fkey *fk,
+			   unsigned long *seq, u64 *version)
+{
+	struct puma_fkey pfk;
+	unsigned long k, s;
+	int peer, p;
+	u64 v;
+
+	if (nr > PUMA_BATCH_MAX)
+		return 0;
+	peer = puma_index_lookup(inode, index, fk, seq, version ?: &v);
+	for (k = 1; peer && k < nr; k++) {
+		p = puma_index_lookup(inode, index + k, &pfk, &s,
+				      version ? &version[k] : &v);
+		if (p != peer || s != *seq || memcmp(&pfk, fk, sizeof(pfk)))
+			return 0;
+	}
+	return peer;
 }
 
 static struct puma_get_req *puma_req_alloc(void)
@@ -179,27 +246,30 @@ static void puma_read_split(struct readahead_control *rac,
 		while (n < rac->_nr_pages) {
 			struct folio *folio = xa_load(&mapping->i_pages,
 						      start + n);
-			unsigned long fseq = 0;
-			u64 ver = 0;
+			unsigned long nr, fseq = 0;
+			struct puma_fkey ffk = { };
 
 			if (!folio || xa_is_value(folio))
 				break;
+			nr = folio_nr_pages(folio);
+			/* A remote run is of whole folios, 32 pages at most */
+			if (peer && n + nr > PUMA_BATCH_MAX)
+				break;
 			p = 0;
-			if (folio_nr_pages(folio) == 1 &&
-			    puma_rtt_allows_get())
-				p = puma_index_lookup(inode, start + n, &fk,
-						      &fseq, &ver);
+			if (puma_rtt_allows_get())
+				p = puma_lookup_run(inode, start + n, nr, &ffk,
+						    &fseq,
+						    n + nr <= PUMA_BATCH_MAX ?
+						    &version[n] : NULL);
 			if (n == 0) {
 				peer = p;
 				seq = fseq;
+				fk = ffk;
 			} else if (p != peer || (peer && (fseq != seq ||
-				   n == PUMA_BATCH_MAX))) {
+				   memcmp(&ffk, &fk, sizeof(fk))))) {
 				break;
 			}
-			/* A remote run is of order-0 folios, 32 at most. */
-			if (n < PUMA_BATCH_MAX)
-				version[n] = ver;
-			n += folio_nr_pages(folio);
+			n += nr;
 		}
 		if (!n)
 			n = 1;	/* cannot happen; keep moving */
@@ -222,10 +292,13 @@ static void puma_read_split(struct readahead_control *rac,
 		reinit_completion(&req->done);
 		while (req->count < n) {
 			struct folio *folio = readahead_folio(rac);
+			unsigned long k;
 
-			req->index[req->count] = folio->index;
-			req->version[req->count] = version[req->count];
-			req->folio[req->count++] = folio;
+			for (k = 0; k < folio_nr_pages(folio); k++) {
+				req->index[req->count] = folio->index + k;
+				req->version[req->count] = version[req->count];
+				req->page[req->count++] = folio_page(folio, k);
+			}
 		}
 		puma_count_n(PUMA_STAT_GETS, req->count);
 		puma_get_folios(rac->file, inode, peer, req, seq);
@@ -263,11 +336,12 @@ out:
 	atomic_dec(&puma_get_inflight);
 }
 
-/* One folio from a lender, if the index says one holds it. */
+/* One folio from a lender, if the index says one holds all of it. */
 static bool puma_get_one(struct file *file, filler_t filler,
 			 struct folio *folio)
 {
 	struct address_space *mapping = folio->mapping;
+	unsigned int k, nr, n[PUMA_GET_NR] = { };
 	struct puma_get_req *req;
 	struct puma_fkey fk;
 	unsigned long seq;
@@ -275,54 +349,42 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	u64 version;
 	int peer;
 
-	if (!mapping || folio_test_large(folio) ||
-	    filler != mapping->a_ops->read_folio ||
+	if (!mapping || filler != mapping->a_ops->read_folio ||
 	    !puma_get_wanted(mapping->host) || !puma_rtt_allows_get())
 		return false;
-	peer = puma_index_lookup(mapping->host, folio->index, &fk, &seq,
-				 &version);
-	if (!peer)
+	nr = folio_nr_pages(folio);
+	if (nr > PUMA_BATCH_MAX ||
+	    !puma_index_lookup(mapping->host, folio->index, &fk, &seq,
+			       &version))
 		return false;
 	req = puma_req_alloc();
 	if (!req)
 		return false;
-	req->count = 1;
-	req->fkey = fk;
-	req->index[0] = folio->index;
-	req->version[0] = version;
-	req->folio[0] = folio;
-	puma_count(PUMA_STAT_GETS);
-	if (puma_cfg.exclusive)
-		puma_index_forget(mapping->host, folio->index);
+	peer = puma_lookup_run(mapping->host, folio->index, nr, &req->fkey,
+			       &seq, req->version);
+	if (!peer) {
+		puma_req_free(req);
+		return false;
+	}
+	req->count = nr;
+	for (k = 0; k < nr; k++) {
+		req->index[k] = folio->index + k;
+		req->page[k] = folio_page(folio, k);
+		if (puma_cfg.exclusive)
+			puma_index_forget(mapping->host, req->index[k]);
+	}
+	puma_count_n(PUMA_STAT_GETS, nr);
 	answered = !puma_peer_get(peer, req);
 	if (!answered)
 		req->hits = 0;
-	hit = req->hits & 1;
-	if (hit && !puma_open_page(req->seal, &fk, folio->index, version,
-				   folio_page(folio, 0), req->tag[0])) {
-		puma_count(PUMA_STAT_MISSES);
-		puma_index_count_gets(mapping->host, 0, 1, 0);
-		puma_index_forget_bad(mapping->host, folio->index, peer);
-		hit = false;
-	} else if (hit && !puma_index_still_valid(mapping->host, folio->index,
-						  &fk, seq)) {
-		puma_count(PUMA_STAT_GET_STALE);
-		puma_index_count_gets(mapping->host, 0, 0, 1);
-		hit = false;
-	} else if (!hit) {
-		puma_count(PUMA_STAT_MISSES);
-		puma_index_count_gets(mapping->host, 0, 1, 0);
-		if (answered)
-			puma_index_forget_missed(mapping->host, folio->index,
-						 peer);
-	}
+	hit = puma_open_folio(mapping->host, peer, answered, req, 0, nr, seq,
+			      n);
 	puma_req_free(req);
+	puma_count_gets(mapping->host, n);
 	if (!hit)
 		return false;
 	folio_mark_uptodate(folio);
 	folio_unlock(folio);
-	puma_count(PUMA_STAT_HITS);
-	puma_index_count_gets(mapping->host, 1, 0, 0);
 	return true;
 }
 

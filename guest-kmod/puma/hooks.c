@@ -13,7 +13,8 @@
  *   put        tracepoint mm_filemap_delete_from_page_cache with the folio
  *              refcount frozen at 0, i.e. coming from __remove_mapping()
  *              (reclaim, drop_caches); the data is copied right there,
- *              with interrupts off, into a preallocated buffer
+ *              with interrupts off, into preallocated buffers, one per
+ *              page of the folio
  *   dirty      tracepoint writeback_dirty_folio (clean -> dirty)
  *   truncate   kretprobe truncate_inode_pages_range: entry invalidates
  *              the range and vetoes puts of the mapping until the exit;
@@ -42,11 +43,19 @@
 
 #include "puma.h"
 
-/* Put: a folio leaves the page cache; refcount 0 means reclaim. */
+/*
+ * Put: a folio leaves the page cache; refcount 0 means reclaim.  A large
+ * folio is put page by page, if one get can bring it back whole
+ * (PUMA_BATCH_MAX pages) and the put buffers can take all of it: a get
+ * fills a folio only when every page of it comes back.
+ */
 static void puma_tp_delete(void *data, struct folio *folio)
 {
 	struct address_space *mapping = folio->mapping;
+	pgoff_t index = folio->index, eof;
+	bool large = folio_test_large(folio);
 	struct inode *inode;
+	unsigned long nr;
 	void *kaddr;
 
 	if (!READ_ONCE(puma_cfg.borrower) || !mapping)
@@ -56,18 +65,26 @@ static void puma_tp_delete(void *data, struct folio *folio)
 	inode = mapping->host;
 	if (!inode || !puma_inode_eligible(inode))
 		return;
-	if (folio_test_large(folio)) {
-		/* Not put: only its pages' sequential marks go */
-		puma_index_evicted(inode, folio->index, folio_nr_pages(folio));
-		return;
+	nr = folio_nr_pages(folio);
+	if (nr > PUMA_BATCH_MAX || !folio_test_uptodate(folio) ||
+	    folio_test_dirty(folio))
+		goto not_put;
+	if (large && puma_put_buffers_free() < nr) {
+		puma_count_n(PUMA_STAT_DROP_NO_BUFFER, nr);
+		goto not_put;
 	}
-	if (!folio_test_uptodate(folio) || folio_test_dirty(folio))
+	eof = DIV_ROUND_UP(i_size_read(inode), PAGE_SIZE);
+	for (; nr && index < eof; nr--, index++) {
+		kaddr = kmap_local_folio(folio, (index - folio->index) <<
+					 PAGE_SHIFT);
+		puma_index_put_page(inode, mapping, index, kaddr, large);
+		kunmap_local(kaddr);
+	}
+	if (!nr)
 		return;
-	if (folio->index >= DIV_ROUND_UP(i_size_read(inode), PAGE_SIZE))
-		return;
-	kaddr = kmap_local_folio(folio, 0);
-	puma_index_put_page(inode, mapping, folio->index, kaddr);
-	kunmap_local(kaddr);
+not_put:
+	/* Not put: the marks of these pages have no use any more */
+	puma_index_evicted(inode, index, nr);
 }
 
 /* A folio becomes dirty: its remote copy is stale from now on. */

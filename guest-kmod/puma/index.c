@@ -480,13 +480,14 @@ void puma_index_evicted(struct inode *inode, pgoff_t start, unsigned long nr)
  * @mapping: its mapping
  * @index: the page index
  * @data: the page's content
+ * @large: the page is one of a large folio's (counted apart)
  *
  * Caller: the put hook, interrupts off.  Records the put and queues the
  * data under puma_index_lock, so that puts and invalidations of a page
  * reach the lender in the order they happened here.
  */
 void puma_index_put_page(struct inode *inode, struct address_space *mapping,
-			 pgoff_t index, const void *data)
+			 pgoff_t index, const void *data, bool large)
 {
 	struct puma_fkey fk;
 	struct puma_file *f;
@@ -523,6 +524,8 @@ void puma_index_put_page(struct inode *inode, struct address_space *mapping,
 		goto out_unlock;
 	}
 	puma_count(PUMA_STAT_PUTS);
+	if (large)
+		puma_count(PUMA_STAT_PUTS_LARGE);
 	f->pool->stats[PUMA_FS_PUTS]++;
 	goto out_unlock;
 out_drop_mark:

@@ -22,7 +22,7 @@
  * The pages a borrower puts leave sealed (seal.c): the put hook copies the
  * plain page into the buffer with the version the index gave its put,
  * and the send worker encrypts it in place, just before it goes out.  A
- * GET_REPLY's blobs are copied into the waiting folios as they are, with
+ * GET_REPLY's blobs are copied into the waiting pages as they are, with
  * their tags beside; the reading task checks and decrypts them (get.c).
  *
  * Each connection has one kernel thread that connects (borrower side),
@@ -668,10 +668,10 @@ static void puma_tx_work(struct work_struct *work)
 /**
  * puma_peer_get - ask lender @id for the pages of @req and wait
  * @id: the lender
- * @req: count, fkey, index[] and folio[] (locked) set by the caller
+ * @req: count, fkey, index[] and page[] (of locked folios) set by the caller
  *
- * On return req->hits has a bit set for each folio filled with the
- * lender's blob: ciphertext in the folio, its tag in req->tag.  The caller
+ * On return req->hits has a bit set for each page filled with the
+ * lender's blob: ciphertext in the page, its tag in req->tag.  The caller
  * still opens it (puma_open_page()) and checks that the file did not
  * change.
  *
@@ -1151,7 +1151,7 @@ static bool puma_key_match(const struct puma_key *k,
 }
 
 /*
- * Borrower: fill the folios of the request this reply answers with the
+ * Borrower: fill the pages of the request this reply answers with the
  * ciphertext, the tags go to the request; the reader opens them.
  */
 static int puma_borrow_reply(struct puma_peer *p, const struct puma_hdr *h)
@@ -1189,8 +1189,8 @@ static int puma_borrow_reply(struct puma_peer *p, const struct puma_hdr *h)
 			return PUMA_ERR_REQ;
 		}
 		if (hits & BIT(i)) {
-			memcpy_to_page(folio_page(req->folio[i], 0), 0,
-				       (const char *)data, PUMA_PAGE_BYTES);
+			memcpy_to_page(req->page[i], 0, (const char *)data,
+				       PUMA_PAGE_BYTES);
 			memcpy(req->tag[i], data + PUMA_PAGE_BYTES,
 			       PUMA_SEAL_TAG_LEN);
 			data += PUMA_BLOB_BYTES;

@@ -36,8 +36,10 @@
 enum puma_stat {
 	PUMA_STAT_PUTS,			/* pages queued to a lender */
 	PUMA_STAT_PUTS_SKIPPED_CLEAN,	/* already at the lender, unchanged */
+	PUMA_STAT_PUTS_LARGE,		/* puts of pages of large folios */
 	PUMA_STAT_GETS,			/* pages asked for */
 	PUMA_STAT_HITS,
+	PUMA_STAT_HITS_LARGE,		/* hits filling large folios */
 	PUMA_STAT_MISSES,
 	PUMA_STAT_MISSES_FORGOTTEN,	/* entries dropped: lender had none */
 	PUMA_STAT_GET_TIMEOUTS,
@@ -142,8 +144,8 @@ struct puma_get_req {
 	struct puma_fkey fkey;
 	pgoff_t index[PUMA_BATCH_MAX];
 	u64 version[PUMA_BATCH_MAX];	/* of the puts the index records */
-	struct folio *folio[PUMA_BATCH_MAX];
-	u32 hits;		/* folios holding a lender's ciphertext */
+	struct page *page[PUMA_BATCH_MAX];	/* of locked folios */
+	u32 hits;		/* pages holding a lender's ciphertext */
 	u8 tag[PUMA_BATCH_MAX][PUMA_SEAL_TAG_LEN];	/* that came with it */
 	struct puma_seal_ctx *seal;	/* to open them, in the reader */
 	int error;
@@ -173,7 +175,7 @@ void puma_index_exit(void);
 void puma_index_assert_locked(void);
 bool puma_inode_eligible(struct inode *inode);
 void puma_index_put_page(struct inode *inode, struct address_space *mapping,
-			 pgoff_t index, const void *data);
+			 pgoff_t index, const void *data, bool large);
 void puma_index_evicted(struct inode *inode, pgoff_t start, unsigned long nr);
 int puma_index_lookup(struct inode *inode, pgoff_t index,
 		      struct puma_fkey *fk, unsigned long *seq, u64 *version);
