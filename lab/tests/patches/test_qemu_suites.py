@@ -45,7 +45,8 @@ SPLIT_QTESTS = ('/x86_64/migration/split/options',
                 '/x86_64/migration/split/again/plain',
                 '/x86_64/migration/split/save-refused',
                 '/x86_64/migration/split/tls/psk',
-                '/x86_64/migration/split/tls/missing')
+                '/x86_64/migration/split/tls/missing',
+                '/x86_64/migration/split/again/server-stopped')
 
 # Upstream's migration qtests on the paths our series changes: precopy
 # over TCP, post-copy (userfaultfd, as our pager) with its recovery, and
@@ -126,7 +127,7 @@ def migration_qtests():
     for path in SPLIT_QTESTS + UPSTREAM_QTESTS:
         argv += ['-p', path]
     p = subprocess.run(without_kvm(argv), cwd=build, env=env,
-                       capture_output=True, text=True, timeout=1800)
+                       capture_output=True, text=True, timeout=900)
     print(p.stdout)
     return p
 
