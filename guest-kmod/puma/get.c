@@ -450,6 +450,7 @@ static void notrace puma_ftrace_redirect(unsigned long ip,
 	},								\
 }
 
+/* In the order puma_readpath_check() takes them */
 static struct puma_redirect puma_redirects[] = {
 	PUMA_REDIRECT(read_pages, puma_read_pages),
 	PUMA_REDIRECT(filemap_read_folio, puma_filemap_read_folio),
@@ -494,14 +495,27 @@ int puma_get_init(void)
 	unsigned int i;
 	int ret;
 
+	/* req->hits, like a GET reply's, has a bit per page of a batch */
+	BUILD_BUG_ON(sizeof_field(struct puma_get_req, hits) * BITS_PER_BYTE <
+		     PUMA_BATCH_MAX);
+
 	for (i = 0; i < ARRAY_SIZE(puma_redirects); i++) {
 		struct puma_redirect *r = &puma_redirects[i];
 
 		ret = puma_resolve(r->name, &r->addr);
 		if (ret) {
 			pr_err("cannot find %s: %d\n", r->name, ret);
-			goto out_unregister;
+			return ret;
 		}
+	}
+	/* Our copies replace these functions only where they were reviewed */
+	ret = puma_readpath_check(puma_redirects[0].addr,
+				  puma_redirects[1].addr);
+	if (ret)
+		return ret;
+	for (i = 0; i < ARRAY_SIZE(puma_redirects); i++) {
+		struct puma_redirect *r = &puma_redirects[i];
+
 		ret = ftrace_set_filter_ip(&r->ops, r->addr, 0, 0);
 		if (ret) {
 			pr_err("ftrace filter %s: %d\n", r->name, ret);

@@ -47,9 +47,19 @@ static ssize_t version_show(struct kobject *kobj, struct kobj_attribute *attr,
 
 static struct kobj_attribute version_attr = __ATTR_RO(version);
 
+/* The running kernel's read-path sizes (readpath.c) */
+static ssize_t readpath_show(struct kobject *kobj, struct kobj_attribute *attr,
+			     char *buf)
+{
+	return puma_readpath_show(buf);
+}
+
+static struct kobj_attribute readpath_attr = __ATTR_RO(readpath);
+
 static struct attribute *puma_attrs[] = {
 	&build_release_attr.attr,
 	&version_attr.attr,
+	&readpath_attr.attr,
 	NULL,
 };
 

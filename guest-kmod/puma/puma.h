@@ -169,6 +169,11 @@ int puma_peer_get(int id, struct puma_get_req *req);
 void puma_peer_broadcast(u16 type);
 unsigned int puma_put_buffers_free(void);
 
+/* readpath.c */
+int puma_readpath_check(unsigned long read_pages,
+			unsigned long filemap_read_folio);
+ssize_t puma_readpath_show(char *buf);
+
 /* index.c */
 int puma_index_init(void);
 void puma_index_exit(void);
