@@ -14,6 +14,7 @@ stand-in (puma_lab.nova_compute.Ledger); there is no Nova database, API
 or message bus.
 """
 
+import re
 import time
 import uuid
 
@@ -103,16 +104,23 @@ def domstats(host, name):
 
 # Nova's [libvirt] options on the source: the defaults, and post-copy
 # permitted (a common setting), which adds VIR_MIGRATE_POSTCOPY to the
-# flags of every live migration; libvirt refuses it with a split.
+# flags of every live migration; libvirt refuses it with a split.  With
+# it, auto-converge permitted too: Nova leaves it out for post-copy, the
+# driver puts it in for a split, which has no post-copy.
 SOURCE_OPTIONS = {
     'defaults': {},
-    'post-copy-permitted': {'libvirt.live_migration_permit_post_copy': True},
+    'post-copy-permitted': {'libvirt.live_migration_permit_post_copy': True,
+                            'libvirt.live_migration_permit_auto_converge':
+                                True},
 }
 
 # The flags Nova computes for each (docs/nova-compute.md quotes them):
 # VIR_MIGRATE_LIVE | PEER2PEER | PERSIST_DEST | UNDEFINE_SOURCE, and
 # VIR_MIGRATE_POSTCOPY when post-copy is permitted.
 NOVA_FLAGS = {'defaults': 0x1b, 'post-copy-permitted': 0x801b}
+# What the driver gives libvirt: post-copy out, VIR_MIGRATE_SPLIT in, and
+# VIR_MIGRATE_AUTO_CONVERGE where permitted.
+LIBVIRT_FLAGS = {'defaults': 0x20001b, 'post-copy-permitted': 0x20201b}
 
 
 @pytest.mark.parametrize('source', sorted(SOURCE_OPTIONS))
@@ -138,6 +146,9 @@ def test_driver_split_migration(stack, lab, source):
     # Nova's own flags for this source; the driver leaves post-copy out.
     assert flags['flags'] == NOVA_FLAGS[source], hex(flags['flags'])
     assert bool(flags['flags'] & POSTCOPY) == (source != 'defaults')
+    logged = re.findall(r'Split migration of \S+: libvirt migration flags '
+                        r'(0x[0-9a-f]+)', cloud.agents['a'].output())
+    assert logged == [hex(LIBVIRT_FLAGS[source])], logged
     assert cloud.ledger.entries[inst['uuid']]['state'] == 'running'
     g.host = b
     assert b.virsh('domstate', 'vm1').strip() == 'running'

@@ -38,6 +38,9 @@ VIR_MIGRATE_SPLIT = 1 << 21
 VIR_MIGRATE_POSTCOPY = 1 << 15
 VIR_MIGRATE_PARALLEL = 1 << 17
 NOT_WITH_SPLIT = VIR_MIGRATE_POSTCOPY | VIR_MIGRATE_PARALLEL
+# Nova sets it only where post-copy is not permitted; a split migration,
+# which has no post-copy, gets it whenever the operator permits it.
+VIR_MIGRATE_AUTO_CONVERGE = 1 << 13
 PARAM_PARALLEL_CONNECTIONS = 'parallel.connections'
 PARAM_SUB_HOST_URI = 'split.sub-host-uri'
 PARAM_MIRROR_URI = 'split.mirror-uri'
@@ -152,7 +155,11 @@ class SplitDomain(object):
     for extra ones; wrapping the domain adds ours to its call and leaves
     everything else to the real domain. Post-copy and parallel
     connections, which Nova adds when they are configured and libvirt
-    refuses with a split, are left out of that migration.
+    refuses with a split, are left out of that migration. Without
+    post-copy, a guest that dirties memory faster than the migration
+    sends it only converges by throttling: with [libvirt]
+    live_migration_permit_auto_converge the migration gets
+    auto-converge, also where Nova left it out for post-copy.
     """
 
     def __init__(self, domain, params):
@@ -170,6 +177,10 @@ class SplitDomain(object):
                      self._puma_domain.name(), flags & NOT_WITH_SPLIT)
             merged.pop(PARAM_PARALLEL_CONNECTIONS, None)
         merged.update(self._puma_params)
-        return self._puma_domain.migrateToURI3(
-            dconnuri, params=merged,
-            flags=(flags & ~NOT_WITH_SPLIT) | VIR_MIGRATE_SPLIT)
+        flags = (flags & ~NOT_WITH_SPLIT) | VIR_MIGRATE_SPLIT
+        if CONF.libvirt.live_migration_permit_auto_converge:
+            flags |= VIR_MIGRATE_AUTO_CONVERGE
+        LOG.info('Split migration of %s: libvirt migration flags %#x',
+                 self._puma_domain.name(), flags)
+        return self._puma_domain.migrateToURI3(dconnuri, params=merged,
+                                               flags=flags)

@@ -192,9 +192,38 @@ class MigrateParamsTest(test.NoDBTestCase):
              ({'bandwidth': 0, 'split.main-limit': 5},
               live | split.VIR_MIGRATE_SPLIT)], calls)
 
+    def test_split_domain_auto_converge_where_permitted(self):
+        # Nova leaves auto-converge out where post-copy is permitted; a
+        # split has no post-copy, so it gets auto-converge if permitted.
+        calls = []
+
+        class Domain(object):
+            def name(self):
+                return 'dom'
+
+            def migrateToURI3(self, uri, params, flags):
+                calls.append(flags)
+
+        live, postcopy = 1, 1 << 15
+        ac = split.VIR_MIGRATE_AUTO_CONVERGE
+        dom = split.SplitDomain(Domain(), {'split.main-limit': 5})
+        dom.migrateToURI3('qemu+tcp://dest/system', params={},
+                          flags=live | postcopy)
+        self.flags(live_migration_permit_auto_converge=True,
+                   group='libvirt')
+        dom.migrateToURI3('qemu+tcp://dest/system', params={},
+                          flags=live | postcopy)
+        dom.migrateToURI3('qemu+tcp://dest/system', params={},
+                          flags=live | ac)
+        self.assertEqual([live | split.VIR_MIGRATE_SPLIT,
+                          live | ac | split.VIR_MIGRATE_SPLIT,
+                          live | ac | split.VIR_MIGRATE_SPLIT], calls)
+
     def test_flag_values_are_libvirts(self):
         # Nova's fakelibvirt copies libvirt's values.
         self.assertEqual(fakelibvirt.VIR_MIGRATE_POSTCOPY,
                          split.VIR_MIGRATE_POSTCOPY)
         self.assertEqual(fakelibvirt.VIR_MIGRATE_PARALLEL,
                          split.VIR_MIGRATE_PARALLEL)
+        self.assertEqual(fakelibvirt.VIR_MIGRATE_AUTO_CONVERGE,
+                         split.VIR_MIGRATE_AUTO_CONVERGE)
