@@ -160,7 +160,7 @@ def test_driver_split_migration(stack, lab, source):
     assert [(s['uri'], s['state']) for s in st['servers']] == [
         (plan['sub_uri'], 'up')], st
     stats = domstats(b, 'vm1')
-    assert int(stats['split.remote_pages']) > 0, stats
+    assert int(stats['split.remote_bytes']) > 0, stats
     assert int(stats['split.page_ins']) > 0, stats
     port = int(plan['sub_uri'].rsplit(':', 1)[1])
     assert memserver.stats(c, port)['total_pages'] > 0

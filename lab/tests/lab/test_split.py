@@ -100,11 +100,19 @@ def split_to_b(driver, lab, name):
     assert srv.stats()['total_pages'] > 0
     print('on B after the first hop:', st)
     if driver == 'virsh':
-        stats = b.virsh('domstats', '--split', name)
-        for field in ('split.state', 'split.resident_pages',
-                      'split.remote_pages', 'split.unused_pages',
-                      'split.page_ins', 'split.page_outs'):
-            assert field + '=' in stats, stats
+        out = b.virsh('domstats', '--split', name)
+        stats = dict(line.strip().split('=', 1) for line in out.splitlines()
+                     if '=' in line)
+        assert stats.get('split.state') == 'active', out
+        for field in ('split.resident_bytes', 'split.remote_bytes',
+                      'split.unused_bytes', 'split.page_ins',
+                      'split.page_outs'):
+            assert field in stats, out
+        # Memory in bytes: x-query-split's 4 KiB pages, converted.
+        for field in ('split.resident_bytes', 'split.remote_bytes',
+                      'split.unused_bytes'):
+            assert int(stats[field]) > 0 and int(stats[field]) % PAGE == 0, \
+                out
     return a, b, c, srv, g, pid
 
 

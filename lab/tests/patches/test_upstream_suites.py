@@ -2,8 +2,10 @@
 """Upstream's own tests, run on the patched builds in the cache.
 
 Our libvirt series extends libvirt's data-driven tests (qemuxmlconfdata:
-domain XML in, QEMU command line and XML out); they must pass on the
-build the lab runs, as they would in libvirt's CI.
+domain XML in, QEMU command line and XML out; qemumigparamsdata), the
+monitor tests (x-query-split), the capabilities (x-query-split) and
+virsh (domstats --split, migrate --split); they must pass on the build
+the lab runs, as they would in libvirt's CI.
 """
 
 import os
@@ -14,7 +16,8 @@ import pytest
 
 from puma_lab import paths
 
-LIBVIRT_SUITES = ('qemuxmlconftest', 'virschematest', 'qemumigparamstest')
+LIBVIRT_SUITES = ('qemuxmlconftest', 'virschematest', 'qemumigparamstest',
+                  'qemumonitorjsontest', 'qemucapabilitiestest', 'virshtest')
 
 
 @pytest.mark.parametrize('suite', LIBVIRT_SUITES)
