@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A peer connection, shared by the files that run it: peer.c (the table
+ * of peers, queues, sending, receiving, the connection thread, the
+ * listener) and handshake.c (HELLO, AUTH and the per-direction keys).
+ * Nothing outside those two files uses it; the rest of the module goes
+ * through puma.h.
+ */
+
+#ifndef PUMA_PEER_H
+#define PUMA_PEER_H
+
+#include <crypto/hash.h>
+#include <linux/in.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/net.h>
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
+
+#include "proto.h"
+#include "puma.h"
+
+enum puma_peer_state {
+	PUMA_PEER_DOWN,
+	PUMA_PEER_HANDSHAKE,
+	PUMA_PEER_READY,
+};
+
+struct puma_txbuf {
+	struct list_head node;
+	u16 type;
+	u16 flags;
+	u64 req;
+	u32 len;	/* payload bytes */
+	bool pooled;	/* from puma_put_pool */
+	u64 version;	/* PUT: of the put, to seal it under */
+	u8 payload[];
+};
+
+/* A PUT item: the key, then the page, sealed in place before sending. */
+#define PUMA_PUT_ITEM (sizeof(struct puma_key) + PUMA_BLOB_BYTES)
+
+struct puma_peer {
+	struct kref ref;
+	int id;
+	bool lender_side;	/* we accepted it: we are its lender */
+	struct sockaddr_in addr;
+	char name[32];
+	struct task_struct *thread;
+	bool dead;		/* lender side: the thread is done */
+
+	struct mutex sock_mutex;	/* sock, against puma_shutdown() */
+	struct socket *sock;
+
+	spinlock_t lock;		/* state, suspended, txq, gets */
+	int state;
+	bool suspended;		/* the lender said SUSPEND */
+	struct list_head txq;
+	unsigned int txq_len;
+	struct list_head gets;
+	u64 next_req;
+
+	struct work_struct tx_work;
+	struct mutex tx_mutex;		/* one sender at a time; tx_seq */
+	u32 tx_seq;
+
+	struct puma_rx_state rx;
+	/* The HELLO payloads, borrower's then lender's: what AUTH proves. */
+	struct puma_hello hello[2];
+	u8 hsbuf[64];		/* handshake messages */
+	u8 *rxbuf;		/* PUMA_MSG_MAX_LEN, once authenticated */
+	u8 *replybuf;		/* lender side: likewise */
+	unsigned long hs_deadline;	/* jiffies: handshake over by then */
+	struct crypto_shash *tx_tfm;	/* our direction's key; tx_mutex */
+	struct crypto_shash *rx_tfm;	/* the peer's; receiving thread */
+	u64 tx_ctr;		/* messages sent and tagged; tx_mutex */
+	u64 rx_ctr;		/* messages received and checked */
+	u8 key[sizeof(puma_cfg.key)];	/* borrower side: the pair's key */
+	unsigned int key_len;	/* 0: the default key */
+	u64 born;		/* lender side: accept order */
+	bool authed;		/* lender side: the peer proved the key */
+	bool evicted;		/* lender side: shut, too many pre-auth */
+	struct puma_sess *sess;	/* lender side */
+	struct puma_seal_ctx *seal;	/* borrower side, under tx_mutex */
+	int last_reason;
+};
+
+/* peer.c */
+int puma_send_small(struct puma_peer *p, u16 type, u64 req, void *payload,
+		    size_t len);
+int puma_recv_msg(struct puma_peer *p, struct puma_hdr *h, bool idle);
+
+/* handshake.c */
+int puma_handshake(struct puma_peer *p);
+
+#endif /* PUMA_PEER_H */
