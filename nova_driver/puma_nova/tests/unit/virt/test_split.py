@@ -152,7 +152,8 @@ class MigrateParamsTest(test.NoDBTestCase):
         calls = []
 
         class Domain(object):
-            name = 'dom'
+            def name(self):
+                return 'dom'
 
             def migrateToURI3(self, uri, params, flags):
                 calls.append((uri, params, flags))
@@ -160,7 +161,7 @@ class MigrateParamsTest(test.NoDBTestCase):
         dom = split.SplitDomain(Domain(), {'split.main-limit': 5})
         dom.migrateToURI3('qemu+tcp://dest/system',
                           params={'bandwidth': 0}, flags=1)
-        self.assertEqual('dom', dom.name)
+        self.assertEqual('dom', dom.name())
         self.assertEqual([('qemu+tcp://dest/system',
                            {'bandwidth': 0, 'split.main-limit': 5},
                            1 | (1 << 21))], calls)
