@@ -46,6 +46,7 @@ SPLIT_QTESTS = ('/x86_64/migration/split/options',
                 '/x86_64/migration/split/save-refused',
                 '/x86_64/migration/split/tls/psk',
                 '/x86_64/migration/split/tls/missing',
+                '/x86_64/migration/split/tls/silent',
                 '/x86_64/migration/split/again/server-stopped')
 
 # Upstream's migration qtests on the paths our series changes: precopy
