@@ -375,32 +375,53 @@ class VirshGuest:
         return str(self._result)
 
     def watch_events(self):
-        log = self.lab.path('events-%s-%s.log' % (self.name, self.host.name))
-        self._events_log = log
-        with open(log, 'w') as f:
-            self._events = subprocess.Popen(
-                ['nsenter', '-t', str(self.host.proc.pid), '-m', '-n',
+        """Log QEMU's events and libvirt's lifecycle events of the domain."""
+        self._events = []
+        self._events_log = {}
+        virsh = ['nsenter', '-t', str(self.host.proc.pid), '-m', '-n',
                  os.path.join(self.host.prefix, 'bin', 'virsh'),
-                 '-c', host_mod.URI, 'qemu-monitor-event', '--domain',
-                 self.name, '--loop'],
-                stdin=subprocess.DEVNULL, stdout=f, stderr=f)
+                 '-c', host_mod.URI]
+        for kind, args in (('qemu', ['qemu-monitor-event']),
+                           ('lifecycle', ['event', '--event', 'lifecycle'])):
+            log = self.lab.path('events-%s-%s-%s.log'
+                                % (kind, self.name, self.host.name))
+            self._events_log[kind] = log
+            with open(log, 'w') as f:
+                self._events.append(subprocess.Popen(
+                    virsh + args + ['--domain', self.name, '--loop'],
+                    stdin=subprocess.DEVNULL, stdout=f, stderr=f))
 
-    def wait_event(self, name, timeout=120):
+    def _wait_line(self, kind, needle, what, timeout):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with open(self._events_log) as f:
+            with open(self._events_log[kind]) as f:
                 for line in f:
-                    if 'event %s ' % name in line:
+                    if needle in line:
                         return line.strip()
             time.sleep(0.2)
-        raise errors.LabError('no %s event for %s within %ds'
-                              % (name, self.name, timeout))
+        raise errors.LabError('no %s for %s within %ds'
+                              % (what, self.name, timeout))
+
+    def wait_event(self, name, timeout=120):
+        """The line of QEMU's event NAME (through libvirt)."""
+        return self._wait_line('qemu', 'event %s ' % name,
+                               '%s event' % name, timeout)
+
+    def wait_lifecycle(self, detail, timeout=120):
+        """The line of libvirt's lifecycle event with DETAIL, e.g.
+        'Suspended Memory server lost'."""
+        return self._wait_line('lifecycle', ': %s' % detail,
+                               'lifecycle event "%s"' % detail, timeout)
+
+    def state_reason(self):
+        """``virsh domstate --reason``, e.g. 'paused (user)'."""
+        return self.host.virsh('domstate', '--reason', self.name).strip()
 
     def _stop_events(self):
-        if self._events is not None:
-            self._events.terminate()
-            self._events.wait(10)
-            self._events = None
+        for proc in self._events or ():
+            proc.terminate()
+            proc.wait(10)
+        self._events = None
 
     def qemu_left_on(self, host):
         left = [p for p in _ns_qemus(host) if self.name in p[1]]

@@ -331,6 +331,10 @@ def test_lost_server_pauses_then_resumes(driver, lab):
         lost = g.wait_event('SPLIT_SERVER_LOST', timeout=180)
         assert re.search(r'"?paused"?\W+true', str(lost).lower()), lost
         assert g.running() == 'paused'
+        if driver == 'virsh':
+            # libvirt says why, in the state and in the lifecycle event.
+            print(g.wait_lifecycle('Suspended Memory server lost'))
+            assert g.state_reason() == 'paused (memory server lost)'
         time.sleep(3)
         # No silent progress on missing memory.
         assert g.running() == 'paused'
@@ -338,6 +342,9 @@ def test_lost_server_pauses_then_resumes(driver, lab):
         c.set_link(True)
     g.wait_event('SPLIT_SERVER_RECOVERED', timeout=300)
     wait_state(g, 'running')
+    if driver == 'virsh':
+        print(g.wait_lifecycle('Resumed Unpaused'))
+        assert g.state_reason() == 'running (unpaused)'
     walk(g)
     assert g.qmp('x-query-split')['state'] == 'active'
     verified(g, pid)
