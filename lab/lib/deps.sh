@@ -17,7 +17,7 @@ PUMA_APT_PACKAGES="
 	libnl-3-dev libnl-route-3-dev libjson-c-dev libudev-dev libacl1-dev
 	libselinux1-dev libpciaccess-dev python3-docutils
 	seabios ipxe-qemu
-	iproute2 nftables e2fsprogs debootstrap busybox-static cpio xz-utils zstd kmod
+	iproute2 nftables openssl e2fsprogs debootstrap busybox-static cpio xz-utils zstd kmod
 	systemd
 	gcc gcc-multilib make libelf-dev libssl-dev bc dwarves
 	clang libclang-rt-14-dev

@@ -47,6 +47,8 @@ class Host:
         self.prefix = paths.libvirt_prefix()
         self.uuid = str(uuid.uuid4())
         self.proc = None
+        # libvirt's migrate_tls_x509_cert_dir, if set: see tls.py.
+        self.tls_dir = None
 
     @property
     def uri(self):
@@ -69,6 +71,9 @@ class Host:
                     'namespaces = [ ]\ncgroup_controllers = [ ]\n'
                     'migration_address = "%s"\nmigration_host = "%s"\n'
                     % (self.addr, self.addr))
+            if self.tls_dir:
+                f.write('migrate_tls_x509_cert_dir = "%s"\n'
+                        'migrate_tls_x509_verify = 1\n' % self.tls_dir)
 
     def start(self):
         os.makedirs(self.dir, exist_ok=True)

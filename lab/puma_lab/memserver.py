@@ -41,13 +41,16 @@ class MemoryServer:
     """One ``qemu-memory-server`` process on HOST, port PORT."""
 
     def __init__(self, host, port=7800, max_mb=2048, name=None, also=(),
-                 psk_dir=None):
+                 psk_dir=None, x509_dir=None):
         self.host = host
         self.port = port
         self.max_mb = max_mb
         # TLS only, with the PSK keys (keys.psk, one VM per line) of
         # this directory: see write_psk().
         self.psk_dir = psk_dir
+        # Or TLS only, with the x509 server certificate of this directory
+        # (tls.Authority.host_dir), clients must show one of the same CA.
+        self.x509_dir = x509_dir
         # More HOST:PORT to listen on (--listen repeated).
         self.also = tuple(also)
         self.name = name or 'memsrv-%s-%d' % (host.name, port)
@@ -71,6 +74,10 @@ class MemoryServer:
         if self.psk_dir:
             argv += ['--object', 'tls-creds-psk,id=tls0,endpoint=server,'
                      'dir=%s' % self.psk_dir, '--tls-creds', 'tls0']
+        elif self.x509_dir:
+            argv += ['--object', 'tls-creds-x509,id=tls0,endpoint=server,'
+                     'verify-peer=on,dir=%s' % self.x509_dir,
+                     '--tls-creds', 'tls0']
         with open(self.log, 'w') as log:
             self.proc = subprocess.Popen(
                 ['ip', 'netns', 'exec', self.host.ns] + argv,
@@ -170,7 +177,7 @@ class MemoryServer:
         ``puts``, ``gets``, ``discards``, ``errors`` and ``connections``
         are in both.
         """
-        if self.psk_dir:
+        if self.psk_dir or self.x509_dir:
             return self.signal_stats(timeout)
         return stats(self.host, self.port, timeout)
 

@@ -56,10 +56,19 @@ def missing(driver):
     return why
 
 
-def make_hosts(lab, driver, names):
-    """Emulated hosts; with libvirtd only for the virsh driver."""
-    return [host_mod.Host(lab, n, libvirtd=(driver == 'virsh')).start()
-            for n in names]
+def make_hosts(lab, driver, names, authority=None):
+    """Emulated hosts; with libvirtd only for the virsh driver.
+
+    With AUTHORITY (a tls.Authority), each host gets certificates it
+    signed, and libvirtd uses them for ``migrate --tls``.
+    """
+    hosts = []
+    for n in names:
+        h = host_mod.Host(lab, n, libvirtd=(driver == 'virsh'))
+        if authority:
+            h.tls_dir = authority.host_dir(lab.path('tls-%s' % n), n, h.addr)
+        hosts.append(h.start())
+    return hosts
 
 
 def split_args(servers, limit):
@@ -261,9 +270,10 @@ class VirshGuest:
         with open(path, errors='replace') as f:
             return f.read()
 
-    def _argv(self, dst_host, servers, limit, bandwidth, mode='split'):
+    def _argv(self, dst_host, servers, limit, bandwidth, mode='split',
+              tls=False):
         argv = ['migrate', '--live', '--p2p', '--persistent',
-                '--undefinesource', '--verbose']
+                '--undefinesource', '--verbose'] + (['--tls'] if tls else [])
         if mode != 'split':
             if bandwidth:
                 argv += ['--bandwidth', str(bandwidth)]
@@ -281,9 +291,10 @@ class VirshGuest:
         return argv + [self.name, dst_host.uri]
 
     def migrate_start(self, dst_host, servers=(), limit=0, bandwidth=0,
-                      argv=None, mode='split'):
+                      argv=None, mode='split', tls=False):
         self.dst_host = dst_host
-        argv = argv or self._argv(dst_host, servers, limit, bandwidth, mode)
+        argv = argv or self._argv(dst_host, servers, limit, bandwidth, mode,
+                                  tls)
 
         def run():
             try:
@@ -408,8 +419,10 @@ class VirshGuest:
                                '%s event' % name, timeout)
 
     def wait_lifecycle(self, detail, timeout=120):
-        """The line of libvirt's lifecycle event with DETAIL, e.g.
-        'Suspended Memory server lost'."""
+        """The line of libvirt's lifecycle event with DETAIL.
+
+        DETAIL as virsh prints it, e.g. 'Suspended Memory server lost'.
+        """
         return self._wait_line('lifecycle', ': %s' % detail,
                                'lifecycle event "%s"' % detail, timeout)
 

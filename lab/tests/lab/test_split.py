@@ -20,6 +20,7 @@ import pytest
 from puma_lab import errors
 from puma_lab import memserver
 from puma_lab import split
+from puma_lab import tls
 
 MEM_MB = 512
 WSS_MB = 160          # memverify's working set, rewritten at RATE MiB/s
@@ -447,9 +448,6 @@ REFUSED = {
     # socket, and a tunnelled one goes through libvirtd.
     'tunnelled': (['--split-main-limit', str(LIMIT), '--tunnelled'],
                   'split migration is not supported with tunnelled'),
-    # libvirtd: the memory servers are reached without TLS.
-    'tls': (['--split-main-limit', str(LIMIT), '--tls'],
-            'split migration is not supported with TLS'),
 }
 
 
@@ -468,3 +466,55 @@ def test_virsh_refusals(lab, require):
         assert g.running() == 'running'
         assert g.qemu_left_on(b) == []
     assert srv.stats()['total_pages'] == 0
+
+
+def test_split_over_tls(lab, require):
+    """``virsh migrate --tls --split``, with x509 certificates.
+
+    The stream and the memory server go over TLS with the hosts'
+    certificates (libvirt patch 14).
+
+    A memory server whose certificate another authority signed is
+    refused first: the migration fails and the guest runs on where it
+    was.  Then the lab's own server: the destination's pager reaches it
+    with the client credentials libvirt made for it, a plain client gets
+    nothing from it, and the guest's memory is intact.  (libvirt resets
+    x-split-tls-creds when the migration ends; the pager keeps the
+    credentials it took.)
+    """
+    require('split migration through virsh', split.missing('virsh'))
+    ca = tls.Authority(lab.path('ca'))
+    a, b, c = split.make_hosts(lab, 'virsh', ('a', 'b', 'c'), authority=ca)
+    other = tls.Authority(lab.path('ca-other'), 'Not the lab CA')
+    rogue = memserver.MemoryServer(
+        c, port=7801, x509_dir=other.host_dir(lab.path('tls-rogue'), 'c',
+                                              c.addr)).start()
+    srv = memserver.MemoryServer(c, x509_dir=c.tls_dir).start()
+    g = split.make_guest('virsh', lab, a, 'vm9', mem_mb=MEM_MB)
+    pid = workload(g)
+
+    g.migrate_start(b, [rogue], LIMIT, tls=True)
+    err = g.wait_source_settled(timeout=300)
+    print('a server of another CA is refused:', err)
+    assert re.search('(?i)certificate', err), err
+    assert g.host is a
+    assert g.running() == 'running'
+    assert g.qemu_left_on(b) == []
+    assert rogue.stats()['puts'] == 0
+
+    g.migrate(b, [srv], LIMIT, tls=True)
+    assert g.host is b
+    # The server speaks TLS only and wants a client certificate of the
+    # lab's authority: whatever it counts came over TLS from A and B.
+    assert 'listening on %s:%d (TLS)' % (c.addr, srv.port) in srv.output()
+    walk(g, 1)
+    st = split_state(g, 'active')
+    print('over TLS:', st)
+    assert st['remote-pages'] > 0 and st['page-ins'] > 0, st
+    counters = srv.stats()
+    assert counters['puts'] > 0 and counters['gets'] > 0, counters
+    # Without TLS the server answers nothing.
+    with pytest.raises(errors.LabError):
+        memserver.stats(c, srv.port, timeout=5)
+    walk(g)
+    verified(g, pid)
