@@ -20,11 +20,13 @@ import uuid
 
 import pytest
 
+from puma_lab import errors
 from puma_lab import memserver
 from puma_lab import netns
 from puma_lab import nova_compute
 from puma_lab import paths
 from puma_lab import split
+from puma_lab import tls
 
 MEM_MB = 512
 WSS_MB = 160          # as test_split.py: memverify's working set
@@ -43,25 +45,39 @@ def stack(require):
             split.missing('virsh') or nova_compute.missing())
 
 
-def cloud_of(lab, source_options=None):
-    a, b = split.make_hosts(lab, 'virsh', ('a', 'b'))
-    c, = split.make_hosts(lab, 'qmp', ('c',))
+def cloud_of(lab, source_options=None, native_tls=False):
+    """Hosts A, B, C and their drivers.
+
+    With NATIVE_TLS, every host has certificates of one lab authority and
+    ``[libvirt] live_migration_with_native_tls``; C's memory servers use
+    C's certificates.
+    """
+    ca = tls.Authority(lab.path('ca')) if native_tls else None
+    a, b = split.make_hosts(lab, 'virsh', ('a', 'b'), authority=ca)
+    c, = split.make_hosts(lab, 'qmp', ('c',), authority=ca)
     ledger = nova_compute.Ledger({'sub_host': 'c', 'main_limit_mb': LIMIT_MB,
                                   'remote_mb': MEM_MB - LIMIT_MB})
     cloud = nova_compute.Cloud(ledger)
     # Nova's in-process messaging driver: nothing leaves an agent.
     common = {'transport_url': 'fake:/', 'debug': True, 'use_stderr': True,
               'libvirt.virt_type': 'qemu', 'puma.report_interval': 0}
+    if native_tls:
+        common['libvirt.live_migration_with_native_tls'] = True
+
+    def tls_dir(h):
+        return {'puma.memory_server_tls_x509_dir': h.tls_dir} \
+            if native_tls else {}
     for h in (a, b):
         cloud.add(h, **dict(common, **{
             'libvirt.connection_uri': h.uri,
             'instances_path': lab.path('nova-%s' % h.name),
-            'my_ip': h.addr}, **((source_options or {}) if h is a else {})))
+            'my_ip': h.addr}, **tls_dir(h),
+            **((source_options or {}) if h is a else {})))
     cloud.add(c, **dict(common, **{
         'instances_path': lab.path('nova-c'), 'my_ip': c.addr,
         'puma.memory_server_binary': paths.memory_server(),
         'puma.memory_server_port_min': PORTS[0],
-        'puma.memory_server_port_max': PORTS[1]}))
+        'puma.memory_server_port_max': PORTS[1]}, **tls_dir(c)))
     return (a, b, c), cloud
 
 
@@ -112,20 +128,26 @@ SOURCE_OPTIONS = {
     'post-copy-permitted': {'libvirt.live_migration_permit_post_copy': True,
                             'libvirt.live_migration_permit_auto_converge':
                                 True},
+    # Every host with live_migration_with_native_tls (see cloud_of).
+    'native-tls': {},
 }
 
 # The flags Nova computes for each (docs/nova-compute.md quotes them):
 # VIR_MIGRATE_LIVE | PEER2PEER | PERSIST_DEST | UNDEFINE_SOURCE, and
-# VIR_MIGRATE_POSTCOPY when post-copy is permitted.
-NOVA_FLAGS = {'defaults': 0x1b, 'post-copy-permitted': 0x801b}
+# VIR_MIGRATE_POSTCOPY when post-copy is permitted, VIR_MIGRATE_TLS with
+# native TLS.
+NOVA_FLAGS = {'defaults': 0x1b, 'post-copy-permitted': 0x801b,
+              'native-tls': 0x1001b}
 # What the driver gives libvirt: post-copy out, VIR_MIGRATE_SPLIT in, and
 # VIR_MIGRATE_AUTO_CONVERGE where permitted.
-LIBVIRT_FLAGS = {'defaults': 0x20001b, 'post-copy-permitted': 0x20201b}
+LIBVIRT_FLAGS = {'defaults': 0x20001b, 'post-copy-permitted': 0x20201b,
+                 'native-tls': 0x21001b}
 
 
 @pytest.mark.parametrize('source', sorted(SOURCE_OPTIONS))
 def test_driver_split_migration(stack, lab, source):
-    (a, b, c), cloud = cloud_of(lab, SOURCE_OPTIONS[source])
+    native_tls = source == 'native-tls'
+    (a, b, c), cloud = cloud_of(lab, SOURCE_OPTIONS[source], native_tls)
     g = split.make_guest('virsh', lab, a, 'vm1', mem_mb=MEM_MB)
     inst = instance_of(g)
     pid = split.start_workload(g, WSS_MB, RATE)
@@ -145,7 +167,8 @@ def test_driver_split_migration(stack, lab, source):
     flags = cloud.call('a', 'migrate', instance=inst, migration=mig)
     # Nova's own flags for this source; the driver leaves post-copy out.
     assert flags['flags'] == NOVA_FLAGS[source], hex(flags['flags'])
-    assert bool(flags['flags'] & POSTCOPY) == (source != 'defaults')
+    assert bool(flags['flags'] & POSTCOPY) == (source ==
+                                               'post-copy-permitted')
     logged = re.findall(r'Split migration of \S+: libvirt migration flags '
                         r'(0x[0-9a-f]+)', cloud.agents['a'].output())
     assert logged == [hex(LIBVIRT_FLAGS[source])], logged
@@ -163,7 +186,18 @@ def test_driver_split_migration(stack, lab, source):
     assert int(stats['split.remote_bytes']) > 0, stats
     assert int(stats['split.page_ins']) > 0, stats
     port = int(plan['sub_uri'].rsplit(':', 1)[1])
-    assert memserver.stats(c, port)['total_pages'] > 0
+    if native_tls:
+        # C's driver started it TLS-only: a plain client gets nothing,
+        # so the pages above came over TLS.
+        with open('/proc/%d/cmdline' % srv_pid, 'rb') as f:
+            argv = f.read().decode().split('\0')
+        assert '--tls-creds' in argv and any(
+            a.startswith('tls-creds-x509,') and 'verify-peer=on' in a
+            for a in argv), argv
+        with pytest.raises(errors.LabError):
+            memserver.stats(c, port, timeout=5)
+    else:
+        assert memserver.stats(c, port)['total_pages'] > 0
     verified(g, pid)
     print('flags=%#x x-query-split=%s domstats=%s'
           % (flags['flags'], st, stats))
@@ -206,7 +240,7 @@ def test_driver_rollback_with_a_dead_server(stack, lab):
     assert b.virsh('list', '--all', '--name').split() == []
     assert cloud.call('c', 'memory_servers') == {inst['uuid']: {
         'pid': srv_pid, 'port': int(plan['sub_uri'].rsplit(':', 1)[1]),
-        'size_mb': MEM_MB - LIMIT_MB}}
+        'size_mb': MEM_MB - LIMIT_MB, 'tls': False}}
 
     cloud.call('a', 'rollback_at_source', instance=inst)
     assert cloud.call('c', 'memory_servers') == {}

@@ -13,7 +13,9 @@
 """Memory server processes of this host (sub host of split instances).
 
 One ``qemu-memory-server --listen ADDR:PORT --max-memory SIZE`` per split
-instance whose memory this host serves. The processes run in their own
+instance whose memory this host serves, TLS only when given a directory
+of x509 certificates (then it accepts only clients with a certificate of
+the same authority, ``verify-peer=on``). The processes run in their own
 session so that they outlive a restart of nova-compute (the instances on
 the main hosts depend on them); their pid and port are kept in a JSON
 state file so a restarted nova-compute finds and stops them.
@@ -64,10 +66,11 @@ def _cmdline(pid):
 class MemoryServers(object):
 
     def __init__(self, state_dir, binary, address, port_min, port_max,
-                 ready_timeout=10.0):
+                 ready_timeout=10.0, tls_x509_dir=None):
         if port_min > port_max:
             raise MemoryServerError('memory server port range %d-%d is '
                                     'empty' % (port_min, port_max))
+        self._tls_x509_dir = tls_x509_dir
         self._state_dir = state_dir
         self._binary = binary
         self._address = address
@@ -167,13 +170,33 @@ class MemoryServers(object):
                         'memory server of %s already serves %d MiB, not '
                         '%d MiB' % (instance_uuid, server['size_mb'],
                                     size_mb))
+                if server.get('tls', False) != bool(self._tls_x509_dir):
+                    raise MemoryServerError(
+                        'memory server of %s runs %s TLS, this host is now '
+                        'configured %s it' % (
+                            instance_uuid,
+                            'with' if server.get('tls') else 'without',
+                            'with' if self._tls_x509_dir else 'without'))
                 return self._uri(server['port'])
+            # Checked here, not at start-up: a host that is never a sub
+            # host needs no memory server certificates.
+            tls_dir = self._tls_x509_dir
+            if tls_dir is not None and (',' in tls_dir or
+                                        not os.path.isdir(tls_dir)):
+                raise MemoryServerError('memory server TLS directory %r is '
+                                        'not a directory without commas'
+                                        % (tls_dir,))
             port = self._free_port()
             log_path = os.path.join(self._state_dir,
                                     'memory-server-%s.log' % instance_uuid)
             cmd = [self._binary, '--listen',
                    '%s:%d' % (self._address, port),
                    '--max-memory', '%dM' % size_mb]
+            if self._tls_x509_dir:
+                cmd += ['--object',
+                        'tls-creds-x509,id=tls0,endpoint=server,'
+                        'verify-peer=on,dir=%s' % self._tls_x509_dir,
+                        '--tls-creds', 'tls0']
             LOG.info('Starting memory server for instance %s: %s',
                      instance_uuid, ' '.join(cmd))
             with open(log_path, 'ab') as log:
@@ -188,7 +211,8 @@ class MemoryServers(object):
             self._wait_ready(child, port, log_path)
             self._children[instance_uuid] = child
             self._servers[instance_uuid] = {
-                'pid': child.pid, 'port': port, 'size_mb': size_mb}
+                'pid': child.pid, 'port': port, 'size_mb': size_mb,
+                'tls': bool(self._tls_x509_dir)}
             self._save()
             return self._uri(port)
 

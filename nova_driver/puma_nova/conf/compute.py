@@ -80,6 +80,19 @@ by a memory server on a sub host.
 Address the memory servers of this host listen on, as seen by main hosts.
 Defaults to ``[DEFAULT] my_ip``.
 """),
+    cfg.StrOpt(
+        'memory_server_tls_x509_dir',
+        default='/etc/pki/qemu',
+        help="""
+Directory of the x509 certificates (``ca-cert.pem``, ``server-cert.pem``,
+``server-key.pem``) of this host's memory servers, used when ``[libvirt]
+live_migration_with_native_tls`` is set: split migrations then reach the
+memory servers over TLS with the hosts' libvirt migration certificates,
+so the server certificate must come from the same authority as those and
+name ``memory_server_address``. The memory servers accept only clients
+with a certificate of that authority. libvirt's default
+``migrate_tls_x509_cert_dir`` is the same directory.
+"""),
     cfg.PortOpt(
         'memory_server_port_min',
         default=49200,

@@ -13,10 +13,12 @@
 """Test double of QEMU's qemu-memory-server (not a memory server).
 
 It only accepts the same command line (``--listen HOST:PORT --max-memory
-SIZE``), listens on the address and accepts connections until SIGTERM,
-so tests can exercise how the Puma driver runs and stops memory servers
-while the real daemon is not built. ``--fail`` makes it exit at once
-with an error, like a daemon that cannot start.
+SIZE``, optionally ``--object tls-creds-x509,... --tls-creds ID``, which
+it records in its output and otherwise ignores), listens on the address
+and accepts connections until SIGTERM, so tests can exercise how the Puma
+driver runs and stops memory servers while the real daemon is not built.
+``--fail`` makes it exit at once with an error, like a daemon that cannot
+start.
 """
 
 import argparse
@@ -29,6 +31,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument('--listen', required=True)
     parser.add_argument('--max-memory', required=True)
+    parser.add_argument('--object')
+    parser.add_argument('--tls-creds')
     parser.add_argument('--fail', action='store_true')
     args = parser.parse_args(argv)
     if args.fail:
@@ -40,8 +44,10 @@ def main(argv=None):
     sock.bind((host, int(port)))
     sock.listen(8)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-    print('memory server double on %s, %s' % (args.listen, args.max_memory),
-          flush=True)
+    print('memory server double on %s, %s%s'
+          % (args.listen, args.max_memory,
+             ', TLS %s with %s' % (args.tls_creds, args.object)
+             if args.tls_creds else ''), flush=True)
     while True:
         conn, _ = sock.accept()
         conn.close()

@@ -95,7 +95,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             CONF.puma.memory_server_binary,
             CONF.puma.memory_server_address or CONF.my_ip,
             CONF.puma.memory_server_port_min,
-            CONF.puma.memory_server_port_max)
+            CONF.puma.memory_server_port_max,
+            tls_x509_dir=(CONF.puma.memory_server_tls_x509_dir
+                          if CONF.libvirt.live_migration_with_native_tls
+                          else None))
 
     def init_host(self, host):
         super().init_host(host)

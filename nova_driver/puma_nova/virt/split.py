@@ -94,14 +94,12 @@ def config_refusal():
     """Why this host's live migrations cannot be split, or None.
 
     libvirt refuses a split migration that is tunnelled (QEMU splits only
-    a stream that goes to the destination over a socket) or asked to use
-    TLS (the memory servers are reached without it, so pages would cross
-    the network in clear). Nova would add either flag to every live
-    migration; neither may be dropped silently.
+    a stream that goes to the destination over a socket); Nova would add
+    the flag to every live migration and it may not be dropped silently.
+    With ``live_migration_with_native_tls`` the memory servers are reached
+    over TLS too (libvirt sets QEMU's x-split-tls-creds, the memory
+    servers run with ``[puma] memory_server_tls_x509_dir``).
     """
-    if CONF.libvirt.live_migration_with_native_tls:
-        return ('[libvirt] live_migration_with_native_tls is set and the '
-                'memory servers are reached without TLS')
     if CONF.libvirt.live_migration_tunnelled:
         return ('[libvirt] live_migration_tunnelled is set and a tunnelled '
                 'migration cannot be split')

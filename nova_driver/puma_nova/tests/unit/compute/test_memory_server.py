@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 import fixtures
 import testtools
@@ -48,10 +49,11 @@ class MemoryServersTest(testtools.TestCase):
         self.servers = self._servers()
         self.addCleanup(self._stop_all)
 
-    def _servers(self, binary=None):
+    def _servers(self, binary=None, tls_x509_dir=None):
         return memory_server.MemoryServers(
             os.path.join(self.dir, 'state'), binary or self.binary,
-            '127.0.0.1', self.port_min, self.port_max)
+            '127.0.0.1', self.port_min, self.port_max,
+            tls_x509_dir=tls_x509_dir)
 
     def _stop_all(self):
         for uuid in list(self.servers.list()):
@@ -135,7 +137,54 @@ class MemoryServersTest(testtools.TestCase):
         with open(os.path.join(self.dir, 'state',
                                memory_server.STATE_FILE)) as f:
             state = json.load(f)
-        self.assertEqual({'pid', 'port', 'size_mb'}, set(state['inst-1']))
+        self.assertEqual({'pid', 'port', 'size_mb', 'tls'},
+                         set(state['inst-1']))
+        self.assertFalse(state['inst-1']['tls'])
+
+    def _log(self, uuid):
+        # The double prints its line just after it listens.
+        path = os.path.join(self.dir, 'state', 'memory-server-%s.log' % uuid)
+        for _ in range(100):
+            with open(path) as f:
+                out = f.read()
+            if out:
+                return out
+            time.sleep(0.05)
+        return out
+
+    def test_tls(self):
+        certs = os.path.join(self.dir, 'pki')
+        os.mkdir(certs)
+        self._stop_all()
+        self.servers = self._servers(tls_x509_dir=certs)
+        self.servers.start('inst-1', 64)
+        self.assertIn('TLS tls0 with tls-creds-x509,id=tls0,endpoint=server,'
+                      'verify-peer=on,dir=%s' % certs, self._log('inst-1'))
+        self.assertTrue(self.servers.list()['inst-1']['tls'])
+
+    def test_plain_has_no_tls(self):
+        self.servers.start('inst-1', 64)
+        self.assertNotIn('TLS', self._log('inst-1'))
+
+    def test_tls_setting_changed_under_a_running_server(self):
+        # A server started in the clear is not handed out once the host
+        # asks for TLS (QEMU's TLS handshake with it would fail later).
+        self.servers.start('inst-1', 64)
+        certs = os.path.join(self.dir, 'pki')
+        os.mkdir(certs)
+        ex = self.assertRaises(memory_server.MemoryServerError,
+                               self._servers(tls_x509_dir=certs).start,
+                               'inst-1', 64)
+        self.assertIn('runs without TLS', str(ex))
+
+    def test_bad_tls_dir(self):
+        os.mkdir(self.dir + ',x')
+        for bad in (os.path.join(self.dir, 'missing'), self.dir + ',x'):
+            servers = self._servers(tls_x509_dir=bad)
+            ex = self.assertRaises(memory_server.MemoryServerError,
+                                   servers.start, 'inst-1', 64)
+            self.assertIn('TLS directory', str(ex))
+            self.assertEqual({}, servers.list())
 
     def test_double_parses_like_the_daemon(self):
         self.assertEqual(1, memory_server_double.main(

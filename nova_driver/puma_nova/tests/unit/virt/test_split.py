@@ -58,11 +58,11 @@ class SplitRefusalTest(test.NoDBTestCase):
                                split.check_splittable, instance)
         self.assertIn(words, str(ex))
 
-    def test_native_tls(self):
-        # libvirt refuses VIR_MIGRATE_TLS with VIR_MIGRATE_SPLIT.
+    def test_native_tls_accepted(self):
+        # libvirt reaches the memory servers over TLS as well.
         self.flags(live_migration_with_native_tls=True, group='libvirt')
-        self._refused(_instance({'puma:split': 'allowed'}),
-                      'live_migration_with_native_tls')
+        self.assertIsNone(split.config_refusal())
+        split.check_splittable(_instance({'puma:split': 'allowed'}))
 
     def test_tunnelled(self):
         self.flags(live_migration_tunnelled=True, group='libvirt')
