@@ -74,10 +74,11 @@ class ComputeClient(object):
     def __init__(self, relay):
         self._relay = relay
 
-    def start_memory_server(self, ctxt, host, instance_uuid, size_mb):
+    def start_memory_server(self, ctxt, host, instance_uuid, size_mb,
+                            clients=None):
         return self._relay.call('start_memory_server', host,
                                 {'instance_uuid': instance_uuid,
-                                 'size_mb': size_mb})
+                                 'size_mb': size_mb, 'clients': clients})
 
     def stop_memory_server(self, ctxt, host, instance_uuid):
         return self._relay.call('stop_memory_server', host,

@@ -14,6 +14,8 @@ stand-in (puma_lab.nova_compute.Ledger); there is no Nova database, API
 or message bus.
 """
 
+import json
+import os
 import re
 import time
 import uuid
@@ -45,7 +47,7 @@ def stack(require):
             split.missing('virsh') or nova_compute.missing())
 
 
-def cloud_of(lab, source_options=None, native_tls=False):
+def cloud_of(lab, source_options=None, native_tls=False, sub_options=None):
     """Hosts A, B, C and their drivers.
 
     With NATIVE_TLS, every host has certificates of one lab authority and
@@ -77,7 +79,8 @@ def cloud_of(lab, source_options=None, native_tls=False):
         'instances_path': lab.path('nova-c'), 'my_ip': c.addr,
         'puma.memory_server_binary': paths.memory_server(),
         'puma.memory_server_port_min': PORTS[0],
-        'puma.memory_server_port_max': PORTS[1]}, **tls_dir(c)))
+        'puma.memory_server_port_max': PORTS[1]}, **tls_dir(c),
+        **(sub_options or {})))
     return (a, b, c), cloud
 
 
@@ -194,6 +197,9 @@ def test_driver_split_migration(stack, lab, source):
         assert '--tls-creds' in argv and any(
             a.startswith('tls-creds-x509,') and 'verify-peer=on' in a
             for a in argv), argv
+        # ... and admits A and B only (their certificates' names).
+        assert '--tls-authz' in argv, argv
+        assert admitted(c, inst) == ['CN=a', 'CN=b']
         with pytest.raises(errors.LabError):
             memserver.stats(c, port, timeout=5)
     else:
@@ -213,6 +219,52 @@ def test_driver_split_migration(stack, lab, source):
     assert cloud.ledger.entries == {}
     assert cloud.call('c', 'memory_servers') == {}
     assert servers_on(c) == []
+
+
+def admitted(c, inst):
+    """The names the instance's memory server on C admits."""
+    path = lab_path_of(c, 'memory-server-%s.authz.json' % inst['uuid'])
+    with open(path) as f:
+        rules = json.load(f)
+    assert rules['policy'] == 'deny', rules
+    return sorted(r['match'] for r in rules['rules']
+                  if r['policy'] == 'allow')
+
+
+def lab_path_of(c, name):
+    return os.path.join(c.lab.path('nova-c'), 'puma', name)
+
+
+def test_driver_tls_admits_only_the_split_hosts(stack, lab):
+    """A TLS memory server that admits other hosts than A and B.
+
+    C's driver is told that hosts' certificates are named
+    ``CN=HOST.elsewhere``: its server for the instance admits names that
+    A's and B's certificates do not have, although the lab's authority
+    signed them. The migration fails in QEMU's TLS handshake with it, the
+    guest runs on in A, nothing is left on B.
+    """
+    (a, b, c), cloud = cloud_of(
+        lab, native_tls=True,
+        sub_options={'puma.memory_server_client_dn': 'CN={host}.elsewhere'})
+    g = split.make_guest('virsh', lab, a, 'vm3', mem_mb=MEM_MB)
+    inst = instance_of(g)
+    pid = split.start_workload(g, WSS_MB, RATE)
+    mig = migration_of(b)
+    cloud.call('b', 'plan', instance=inst,
+               migration_uuid=mig['migration_uuid'], free_mb=B_FREE_MB)
+    assert admitted(c, inst) == ['CN=a.elsewhere', 'CN=b.elsewhere']
+    cloud.call('b', 'pre_live_migration', instance=inst)
+    with pytest.raises(nova_compute.AgentError) as err:
+        cloud.call('a', 'migrate', instance=inst, migration=mig)
+    print('migration failed: %s' % err.value)
+    assert err.value.type == 'libvirtError', err.value
+    assert a.virsh('domstate', 'vm3').strip() == 'running'
+    assert b.virsh('list', '--all', '--name').split() == []
+    cloud.call('a', 'rollback_at_source', instance=inst)
+    assert cloud.call('c', 'memory_servers') == {}
+    split.walk(g)
+    verified(g, pid)
 
 
 def test_driver_rollback_with_a_dead_server(stack, lab):

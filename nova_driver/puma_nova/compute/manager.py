@@ -28,7 +28,7 @@ LOG = logging.getLogger(__name__)
 class PumaComputeEndpoint(object):
     """Endpoint of topic 'puma-compute' (see compute.rpcapi)."""
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version='1.1')
 
     def __init__(self, driver):
         self._driver = driver
@@ -37,10 +37,11 @@ class PumaComputeEndpoint(object):
     # with a traceback by oslo.messaging.
 
     @messaging.expected_exceptions(memory_server.MemoryServerError)
-    def start_memory_server(self, ctxt, instance_uuid, size_mb):
+    def start_memory_server(self, ctxt, instance_uuid, size_mb,
+                            clients=None):
         try:
             uri = self._driver.puma_start_memory_server(instance_uuid,
-                                                        size_mb)
+                                                        size_mb, clients)
         except memory_server.MemoryServerError as e:
             LOG.error('Memory server for %s not started: %s',
                       instance_uuid, e)

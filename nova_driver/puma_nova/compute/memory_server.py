@@ -15,10 +15,15 @@
 One ``qemu-memory-server --listen ADDR:PORT --max-memory SIZE`` per split
 instance whose memory this host serves, TLS only when given a directory
 of x509 certificates (then it accepts only clients with a certificate of
-the same authority, ``verify-peer=on``). The processes run in their own
-session so that they outlive a restart of nova-compute (the instances on
-the main hosts depend on them); their pid and port are kept in a JSON
-state file so a restarted nova-compute finds and stops them.
+the same authority, ``verify-peer=on``). Given the client hosts of an
+instance and the form of their certificates' names, its server accepts
+only those hosts: an ``authz-listfile`` next to the state file lists
+their distinguished names, and the server reloads it when it changes.
+
+The processes run in their own session so that they outlive a restart of
+nova-compute (the instances on the main hosts depend on them); their pid
+and port are kept in a JSON state file so a restarted nova-compute finds
+and stops them.
 """
 
 import errno
@@ -66,11 +71,13 @@ def _cmdline(pid):
 class MemoryServers(object):
 
     def __init__(self, state_dir, binary, address, port_min, port_max,
-                 ready_timeout=10.0, tls_x509_dir=None):
+                 ready_timeout=10.0, tls_x509_dir=None, client_dn=None):
         if port_min > port_max:
             raise MemoryServerError('memory server port range %d-%d is '
                                     'empty' % (port_min, port_max))
         self._tls_x509_dir = tls_x509_dir
+        # e.g. 'CN={host}': the name of a host's client certificate.
+        self._client_dn = client_dn
         self._state_dir = state_dir
         self._binary = binary
         self._address = address
@@ -125,6 +132,33 @@ class MemoryServers(object):
     def _uri(self, port):
         return 'tcp:%s:%d' % (self._address, port)
 
+    def _authz_path(self, instance_uuid):
+        return os.path.join(self._state_dir,
+                            'memory-server-%s.authz.json' % instance_uuid)
+
+    def _write_authz(self, instance_uuid, clients):
+        """The authz-listfile that admits only CLIENTS (host names)."""
+        rules = [{'match': self._client_dn.format(host=h), 'policy': 'allow',
+                  'format': 'exact'} for h in sorted(clients)]
+        path = self._authz_path(instance_uuid)
+        tmp = path + '.tmp'
+        with open(tmp, 'w') as f:
+            json.dump({'rules': rules, 'policy': 'deny'}, f, indent=1)
+        os.replace(tmp, path)
+        return path
+
+    def _update_clients(self, instance_uuid, server, clients):
+        """Admit CLIENTS too to a running server that has a list."""
+        if not clients or server.get('clients') is None:
+            return
+        merged = sorted(set(server['clients']) | set(clients))
+        if merged != server['clients']:
+            LOG.info('Memory server of instance %s now admits %s',
+                     instance_uuid, ', '.join(merged))
+            self._write_authz(instance_uuid, merged)
+            server['clients'] = merged
+            self._save()
+
     def _free_port(self):
         used = {s['port'] for s in self._servers.values()}
         for port in self._ports:
@@ -157,8 +191,12 @@ class MemoryServers(object):
             'memory server %s did not listen on %s:%d (exit status %s): %s'
             % (self._binary, self._address, port, child.poll(), tail))
 
-    def start(self, instance_uuid, size_mb):
-        """Start (or find) the memory server of an instance; its URI."""
+    def start(self, instance_uuid, size_mb, clients=None):
+        """Start (or find) the memory server of an instance; its URI.
+
+        :param clients: Nova host names the server admits (with TLS and a
+            client name form); added to those of a running server.
+        """
         if not isinstance(size_mb, int) or size_mb <= 0:
             raise MemoryServerError('invalid memory server size %r'
                                     % (size_mb,))
@@ -177,6 +215,7 @@ class MemoryServers(object):
                             instance_uuid,
                             'with' if server.get('tls') else 'without',
                             'with' if self._tls_x509_dir else 'without'))
+                self._update_clients(instance_uuid, server, clients)
                 return self._uri(server['port'])
             # Checked here, not at start-up: a host that is never a sub
             # host needs no memory server certificates.
@@ -192,11 +231,22 @@ class MemoryServers(object):
             cmd = [self._binary, '--listen',
                    '%s:%d' % (self._address, port),
                    '--max-memory', '%dM' % size_mb]
+            admitted = None
             if self._tls_x509_dir:
                 cmd += ['--object',
                         'tls-creds-x509,id=tls0,endpoint=server,'
                         'verify-peer=on,dir=%s' % self._tls_x509_dir,
                         '--tls-creds', 'tls0']
+                if self._client_dn and clients:
+                    if ',' in self._state_dir:
+                        raise MemoryServerError(
+                            'memory server state directory %r has a comma'
+                            % (self._state_dir,))
+                    admitted = sorted(set(clients))
+                    authz = self._write_authz(instance_uuid, admitted)
+                    cmd += ['--object',
+                            'authz-listfile,id=auth0,filename=%s,'
+                            'refresh=on' % authz, '--tls-authz', 'auth0']
             LOG.info('Starting memory server for instance %s: %s',
                      instance_uuid, ' '.join(cmd))
             with open(log_path, 'ab') as log:
@@ -213,6 +263,8 @@ class MemoryServers(object):
             self._servers[instance_uuid] = {
                 'pid': child.pid, 'port': port, 'size_mb': size_mb,
                 'tls': bool(self._tls_x509_dir)}
+            if admitted is not None:
+                self._servers[instance_uuid]['clients'] = admitted
             self._save()
             return self._uri(port)
 
@@ -252,6 +304,10 @@ class MemoryServers(object):
                 LOG.warning('Memory server of instance %s (pid %d) is gone',
                             instance_uuid, server['pid'])
             self._save()
+            try:
+                os.unlink(self._authz_path(instance_uuid))
+            except FileNotFoundError:
+                pass
             return True
 
     def list(self):

@@ -25,6 +25,9 @@ API version history:
             hosts: the source of a live migration asks the destination
             for the split plan it made, and makes it forget the plan after
             a rollback).
+    * 1.1 - start_memory_server takes 'clients', the Nova hosts whose
+            x509 client certificates the instance's memory server
+            accepts (with TLS).
 """
 
 from oslo_config import cfg
@@ -33,7 +36,7 @@ from puma_nova import rpc
 
 CONF = cfg.CONF
 
-RPC_API_VERSION = '1.0'
+RPC_API_VERSION = '1.1'
 
 
 class ComputeAPI(object):
@@ -51,14 +54,23 @@ class ComputeAPI(object):
             transport or rpc.get_transport(CONF), rpc.COMPUTE_TOPIC, '1.0',
             version_cap=version_cap or RPC_API_VERSION, timeout=timeout)
 
-    def start_memory_server(self, ctxt, host, instance_uuid, size_mb):
+    def start_memory_server(self, ctxt, host, instance_uuid, size_mb,
+                            clients=None):
         """Serve SIZE_MB of the instance's memory from HOST.
 
+        :param clients: Nova host names that may reach the server (the
+            source and destination of the split migration); with TLS the
+            server accepts only their certificates. Not sent to a host
+            older than 1.1, which then accepts every certified host.
         :returns: {'uri': 'tcp:ADDR:PORT'}; idempotent per instance.
         """
-        cctxt = self.client.prepare(server=host, version='1.0')
-        return cctxt.call(ctxt, 'start_memory_server',
-                          instance_uuid=instance_uuid, size_mb=size_mb)
+        args = {'instance_uuid': instance_uuid, 'size_mb': size_mb}
+        version = '1.0'
+        if clients and self.client.can_send_version('1.1'):
+            version = '1.1'
+            args['clients'] = sorted(clients)
+        cctxt = self.client.prepare(server=host, version=version)
+        return cctxt.call(ctxt, 'start_memory_server', **args)
 
     def stop_memory_server(self, ctxt, host, instance_uuid, timeout=None):
         """Stop the instance's memory server on HOST (idempotent).

@@ -93,6 +93,18 @@ name ``memory_server_address``. The memory servers accept only clients
 with a certificate of that authority. libvirt's default
 ``migrate_tls_x509_cert_dir`` is the same directory.
 """),
+    cfg.StrOpt(
+        'memory_server_client_dn',
+        default='CN={host}',
+        help="""
+Distinguished name of a compute host's x509 client certificate (the one
+of libvirt's migration TLS setup), ``{host}`` standing for its Nova host
+name, as GnuTLS prints it (e.g. ``C=GB,O=Example,CN={host}.example.com``).
+With TLS (see ``memory_server_tls_x509_dir``) the memory server of an
+instance then accepts only the source and the destination host of its
+split migration, not every host with a certificate of the authority.
+Empty: every such host.
+"""),
     cfg.PortOpt(
         'memory_server_port_min',
         default=49200,

@@ -13,8 +13,9 @@
 """Test double of QEMU's qemu-memory-server (not a memory server).
 
 It only accepts the same command line (``--listen HOST:PORT --max-memory
-SIZE``, optionally ``--object tls-creds-x509,... --tls-creds ID``, which
-it records in its output and otherwise ignores), listens on the address
+SIZE``, optionally ``--object PROPS`` (repeated), ``--tls-creds ID`` and
+``--tls-authz ID``, which it records in its output and otherwise
+ignores), listens on the address
 and accepts connections until SIGTERM, so tests can exercise how the Puma
 driver runs and stops memory servers while the real daemon is not built.
 ``--fail`` makes it exit at once with an error, like a daemon that cannot
@@ -31,8 +32,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument('--listen', required=True)
     parser.add_argument('--max-memory', required=True)
-    parser.add_argument('--object')
+    parser.add_argument('--object', action='append', default=[])
     parser.add_argument('--tls-creds')
+    parser.add_argument('--tls-authz')
     parser.add_argument('--fail', action='store_true')
     args = parser.parse_args(argv)
     if args.fail:
@@ -46,7 +48,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     print('memory server double on %s, %s%s'
           % (args.listen, args.max_memory,
-             ', TLS %s with %s' % (args.tls_creds, args.object)
+             ', TLS %s authz %s with %s' % (args.tls_creds, args.tls_authz,
+                                            ' '.join(args.object))
              if args.tls_creds else ''), flush=True)
     while True:
         conn, _ = sock.accept()

@@ -98,7 +98,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             CONF.puma.memory_server_port_max,
             tls_x509_dir=(CONF.puma.memory_server_tls_x509_dir
                           if CONF.libvirt.live_migration_with_native_tls
-                          else None))
+                          else None),
+            client_dn=CONF.puma.memory_server_client_dn or None)
 
     def init_host(self, host):
         super().init_host(host)
@@ -166,7 +167,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     # RPC endpoint helpers (puma_nova.compute.manager) ----------------
 
-    def puma_start_memory_server(self, instance_uuid, size_mb):
+    def puma_start_memory_server(self, instance_uuid, size_mb,
+                                 clients=None):
         if not CONF.puma.split_allowed:
             raise memory_server.MemoryServerError(
                 'host %s does not take part in split migrations'
@@ -179,7 +181,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 'host %s lends %d MiB already, %d more exceed '
                 '[puma] lendable_max_mb=%d'
                 % (self._puma_host, served, size_mb, limit))
-        uri = self._puma_memory_servers.start(instance_uuid, size_mb)
+        uri = self._puma_memory_servers.start(instance_uuid, size_mb,
+                                              clients)
         self._puma_ledger.invalidate()
         return uri
 
@@ -443,7 +446,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             busy_sub_hosts={e.get('sub_host') for e in current})
         try:
             answer = self._puma_compute.start_memory_server(
-                ctxt, plan['sub_host'], instance.uuid, plan['remote_mb'])
+                ctxt, plan['sub_host'], instance.uuid, plan['remote_mb'],
+                clients=self._puma_split_clients(instance))
             plan['sub_uri'] = answer['uri']
             split.migrate_params(plan)
         except Exception as e:
@@ -462,6 +466,14 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                   'sub': plan['sub_host'], 'uri': plan['sub_uri']},
                  instance=instance)
         return plan
+
+    def _puma_split_clients(self, instance):
+        """The hosts that reach the memory server of a split migration.
+
+        The source puts pages during the migration, this host (the main
+        host) fetches and puts them afterwards.
+        """
+        return sorted({instance.host, self._puma_host} - {None})
 
     def _puma_request_plan(self, ctxt, instance, need, free,
                            busy_sub_hosts=()):
@@ -551,7 +563,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             # The sub host may have restarted since the check; starting is
             # idempotent and returns the URI of the running server.
             answer = self._puma_compute.start_memory_server(
-                context, plan['sub_host'], instance.uuid, plan['remote_mb'])
+                context, plan['sub_host'], instance.uuid, plan['remote_mb'],
+                clients=self._puma_split_clients(instance))
             if answer['uri'] != plan['sub_uri']:
                 with self._puma_plans_lock:
                     plan = self._puma_plans[instance.uuid]

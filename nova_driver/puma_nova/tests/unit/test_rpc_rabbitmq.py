@@ -250,6 +250,25 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         self.assertIsNone(api.stop_memory_server(self.ctxt, 'h2', 'inst'))
         self.assertIsNone(api.stop_memory_server(self.ctxt, 'h2', 'inst'))
         self.assertFalse(memory_server._alive(pid))
+        # With TLS, the clients (RPC 1.1) make the server's admission
+        # list; a caller capped at 1.0 does not send them.
+        servers = self.drivers['h2']._puma_memory_servers
+        certs = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MockPatchObject(servers, '_tls_x509_dir',
+                                                 certs))
+        self.useFixture(fixtures.MockPatchObject(servers, '_client_dn',
+                                                 'CN={host}'))
+        api.start_memory_server(self.ctxt, 'h2', 'inst', 64,
+                                clients=['h1', 'h2'])
+        self.assertEqual(['h1', 'h2'], servers.list()['inst']['clients'])
+        api.stop_memory_server(self.ctxt, 'h2', 'inst')
+        old = compute_rpcapi.ComputeAPI(self.transport, timeout=60,
+                                        version_cap='1.0')
+        old.start_memory_server(self.ctxt, 'h2', 'inst', 64,
+                                clients=['h1', 'h2'])
+        self.assertNotIn('clients', servers.list()['inst'])
+        old.stop_memory_server(self.ctxt, 'h2', 'inst')
+
         # A host that does not take part in split migrations says so.
         self.flags(group='puma', split_allowed=False)
         e = self.assertRaises(messaging.RemoteError, api.start_memory_server,

@@ -49,11 +49,11 @@ class MemoryServersTest(testtools.TestCase):
         self.servers = self._servers()
         self.addCleanup(self._stop_all)
 
-    def _servers(self, binary=None, tls_x509_dir=None):
+    def _servers(self, binary=None, tls_x509_dir=None, client_dn=None):
         return memory_server.MemoryServers(
             os.path.join(self.dir, 'state'), binary or self.binary,
             '127.0.0.1', self.port_min, self.port_max,
-            tls_x509_dir=tls_x509_dir)
+            tls_x509_dir=tls_x509_dir, client_dn=client_dn)
 
     def _stop_all(self):
         for uuid in list(self.servers.list()):
@@ -158,9 +158,60 @@ class MemoryServersTest(testtools.TestCase):
         self._stop_all()
         self.servers = self._servers(tls_x509_dir=certs)
         self.servers.start('inst-1', 64)
-        self.assertIn('TLS tls0 with tls-creds-x509,id=tls0,endpoint=server,'
-                      'verify-peer=on,dir=%s' % certs, self._log('inst-1'))
+        self.assertIn('TLS tls0 authz None with tls-creds-x509,id=tls0,'
+                      'endpoint=server,verify-peer=on,dir=%s' % certs,
+                      self._log('inst-1'))
         self.assertTrue(self.servers.list()['inst-1']['tls'])
+        self.assertNotIn('clients', self.servers.list()['inst-1'])
+
+    def _authz(self, uuid):
+        with open(os.path.join(self.dir, 'state',
+                               'memory-server-%s.authz.json' % uuid)) as f:
+            return json.load(f)
+
+    def test_tls_admits_the_split_hosts_only(self):
+        certs = os.path.join(self.dir, 'pki')
+        os.mkdir(certs)
+        self._stop_all()
+        self.servers = self._servers(tls_x509_dir=certs,
+                                     client_dn='O=Lab,CN={host}.example')
+        self.servers.start('inst-1', 64, ['src', 'dst'])
+        authz = os.path.join(self.dir, 'state',
+                             'memory-server-inst-1.authz.json')
+        self.assertIn('TLS tls0 authz auth0 with tls-creds-x509,',
+                      self._log('inst-1'))
+        self.assertIn('authz-listfile,id=auth0,filename=%s,refresh=on'
+                      % authz, self._log('inst-1'))
+        self.assertEqual(
+            {'policy': 'deny', 'rules': [
+                {'match': 'O=Lab,CN=dst.example', 'policy': 'allow',
+                 'format': 'exact'},
+                {'match': 'O=Lab,CN=src.example', 'policy': 'allow',
+                 'format': 'exact'}]}, self._authz('inst-1'))
+        self.assertEqual(['dst', 'src'],
+                         self.servers.list()['inst-1']['clients'])
+        # A later migration's destination is admitted as well, by the
+        # running server (it reloads the file).
+        pid = self.servers.list()['inst-1']['pid']
+        self.servers.start('inst-1', 64, ['dst', 'next'])
+        self.assertEqual(pid, self.servers.list()['inst-1']['pid'])
+        self.assertEqual(['dst', 'next', 'src'],
+                         [r['match'].split('CN=')[1].split('.')[0]
+                          for r in self._authz('inst-1')['rules']])
+        # And a restarted nova-compute knows the list.
+        self.assertEqual(['dst', 'next', 'src'],
+                         self._servers(tls_x509_dir=certs).list()[
+                             'inst-1']['clients'])
+        self.assertTrue(self.servers.stop('inst-1'))
+        self.assertFalse(os.path.exists(authz))
+
+    def test_no_client_list_without_tls(self):
+        servers = self._servers(client_dn='CN={host}')
+        servers.start('inst-1', 64, ['src', 'dst'])
+        self.assertNotIn('authz', self._log('inst-1'))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.dir, 'state', 'memory-server-inst-1.authz.json')))
+        servers.stop('inst-1')
 
     def test_plain_has_no_tls(self):
         self.servers.start('inst-1', 64)

@@ -38,7 +38,8 @@ class FakeComputes(object):
     def __init__(self):
         self.running = set()
 
-    def start_memory_server(self, ctxt, host, instance_uuid, size_mb):
+    def start_memory_server(self, ctxt, host, instance_uuid, size_mb,
+                            clients=None):
         self.running.add((host, instance_uuid))
         return {'uri': 'tcp:192.0.2.1:4000'}
 
