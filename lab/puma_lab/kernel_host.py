@@ -19,6 +19,7 @@ host's agent, which answers slowly while an L2 guest boots.
 
 import json
 import os
+import re
 import shlex
 import time
 
@@ -39,6 +40,9 @@ L2_BOOT_TIMEOUT = 300
 REQUEST_TIMEOUT = 90
 # While an L2 guest boots, how often to ask whether its QEMU still runs.
 ALIVE_EVERY = 15
+# The lab init's ready line on an L2 console, release included: what
+# follows the release shows the line was not cut at the end of the file.
+READY_LINE = re.compile(r'puma-guest: ready [^\s\[]+(?=[\s\[])')
 
 
 class KernelHost(vm.Guest):
@@ -309,7 +313,9 @@ class NestedGuest:
         deadline = time.monotonic() + timeout
         next_alive = time.monotonic() + ALIVE_EVERY
         while time.monotonic() < deadline:
-            if 'puma-guest: ready' in self.console():
+            # The whole line: the console file may end inside it (a test
+            # once read 'puma-guest: ready 6.1.0-' from it).
+            if READY_LINE.search(self.console()):
                 self.boot_s = time.monotonic() - self.started
                 return self
             if time.monotonic() >= next_alive:
