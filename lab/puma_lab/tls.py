@@ -13,6 +13,8 @@ names, for peers that check them), ``client-cert.pem`` and
 import os
 import subprocess
 
+from puma_lab import errors
+
 DAYS = '7'
 
 
@@ -20,7 +22,8 @@ def _openssl(*args, cwd):
     p = subprocess.run(('openssl',) + args, cwd=cwd, capture_output=True,
                        text=True, timeout=60)
     if p.returncode:
-        raise RuntimeError('openssl %s: %s' % (' '.join(args), p.stderr))
+        raise errors.LabError('openssl %s: %s'
+                              % (' '.join(args), p.stderr))
 
 
 class Authority:

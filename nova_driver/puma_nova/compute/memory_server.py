@@ -138,8 +138,14 @@ class MemoryServers(object):
 
     def _write_authz(self, instance_uuid, clients):
         """The authz-listfile that admits only CLIENTS (host names)."""
-        rules = [{'match': self._client_dn.format(host=h), 'policy': 'allow',
-                  'format': 'exact'} for h in sorted(clients)]
+        try:
+            rules = [{'match': self._client_dn.format(host=h),
+                      'policy': 'allow', 'format': 'exact'}
+                     for h in sorted(clients)]
+        except (KeyError, IndexError, ValueError) as e:
+            raise MemoryServerError('invalid [puma] memory_server_client_dn '
+                                    '%r (only {host} may be named): %s'
+                                    % (self._client_dn, e))
         path = self._authz_path(instance_uuid)
         tmp = path + '.tmp'
         with open(tmp, 'w') as f:
@@ -256,9 +262,16 @@ class MemoryServers(object):
                         stderr=subprocess.STDOUT, start_new_session=True,
                         close_fds=True)
                 except OSError as e:
+                    if admitted is not None:
+                        os.unlink(self._authz_path(instance_uuid))
                     raise MemoryServerError('cannot run %s: %s'
                                             % (self._binary, e))
-            self._wait_ready(child, port, log_path)
+            try:
+                self._wait_ready(child, port, log_path)
+            except MemoryServerError:
+                if admitted is not None:
+                    os.unlink(self._authz_path(instance_uuid))
+                raise
             self._children[instance_uuid] = child
             self._servers[instance_uuid] = {
                 'pid': child.pid, 'port': port, 'size_mb': size_mb,

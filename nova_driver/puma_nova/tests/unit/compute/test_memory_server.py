@@ -205,6 +205,29 @@ class MemoryServersTest(testtools.TestCase):
         self.assertTrue(self.servers.stop('inst-1'))
         self.assertFalse(os.path.exists(authz))
 
+    def test_bad_client_dn_and_failed_start_leave_nothing(self):
+        certs = os.path.join(self.dir, 'pki')
+        os.mkdir(certs)
+        authz = os.path.join(self.dir, 'state',
+                             'memory-server-inst-1.authz.json')
+        for dn in ('CN={hostname}', 'CN={0}', 'CN={host'):
+            servers = self._servers(tls_x509_dir=certs, client_dn=dn)
+            ex = self.assertRaises(memory_server.MemoryServerError,
+                                   servers.start, 'inst-1', 64, ['a'])
+            self.assertIn('memory_server_client_dn', str(ex))
+            self.assertEqual({}, servers.list())
+            self.assertFalse(os.path.exists(authz))
+        failing = os.path.join(self.dir, 'failing')
+        with open(failing, 'w') as f:
+            f.write('#!/bin/sh\nexit 3\n')
+        os.chmod(failing, 0o755)
+        servers = self._servers(failing, tls_x509_dir=certs,
+                                client_dn='CN={host}')
+        self.assertRaises(memory_server.MemoryServerError,
+                          servers.start, 'inst-1', 64, ['a'])
+        self.assertEqual({}, servers.list())
+        self.assertFalse(os.path.exists(authz))
+
     def test_no_client_list_without_tls(self):
         servers = self._servers(client_dn='CN={host}')
         servers.start('inst-1', 64, ['src', 'dst'])
