@@ -94,7 +94,7 @@ def check_dmesg(g):
 def test_clean_runs_pass_on_ext4_and_xfs(lab, kernel):
     g = boot(lab, kernel)
     for seed, fs in enumerate(('ext4', 'xfs'), 1):
-        res = torture(lab, g, fs, 30, seed)
+        res = torture(lab, g, fs, 20, seed)
         assert res.rc == 0, res
         fig = figures(res.out)
         assert fig['mismatches'] == 0 and fig['errors'] == 0, res.out
@@ -201,7 +201,7 @@ def test_fstorture_under_puma(lab, kernel, require):
         g.run('%s set mode %s' % (PUMACTL, mode))
         before = puma_stats(g)
         fs_before = puma_fs_stats(g, '/mnt/ext4')
-        res = g.run('/mnt/host/fstorture -d /mnt/ext4 -t 40 -f 16 -b 512 '
+        res = g.run('/mnt/host/fstorture -d /mnt/ext4 -t 25 -f 16 -b 512 '
                     '-D 3 -X 10 -x "%s" -s %d' % (readd, seed),
                     timeout=900, check=False)
         after = puma_stats(g)
