@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Split migration against upstream QEMU's precopy, hinting and post-copy.
 
+Two scenarios (``--scenarios``): ``small-dest``, a destination too small
+for the VM (:mod:`puma_lab.small_dest`), and ``freed``, described here.
+
 One guest configuration (default 1 GiB, about half of it never touched)
 runs ``memverify`` on a working set larger than split mode's main-host
 limit, rewriting all of it at a steady rate (-r MiB/s).  The same guest is
@@ -36,7 +39,10 @@ from puma_lab import lab as lab_mod
 from puma_lab import memserver
 from puma_lab import migration
 from puma_lab import paths
+from puma_lab import qemu_mem
 from puma_lab import qmp_migration
+from puma_lab import small_dest
+from puma_lab import swapfile
 from puma_lab import vm
 
 MODES = ('precopy', 'hinted', 'postcopy', 'split', 'split-tls')
@@ -45,23 +51,6 @@ MIB = 1024 * 1024
 
 def log(msg):
     print('split bench: %s' % msg, file=sys.stderr, flush=True)
-
-
-def ram_resident(guest):
-    """Bytes of guest RAM resident in GUEST's QEMU (its largest mapping)."""
-    best = (0, 0)
-    size = None
-    with open('/proc/%d/smaps' % guest.proc.pid) as f:
-        for line in f:
-            if line.startswith('Size:'):
-                size = int(line.split()[1])
-            elif line.startswith('Rss:') and size is not None:
-                best = max(best, (size, int(line.split()[1])))
-                size = None
-    if best[0] < guest.mem_mb * 1024:
-        raise errors.LabError('guest %s: no %d MiB RAM mapping in QEMU'
-                              % (guest.name, guest.mem_mb))
-    return best[1] * 1024
 
 
 def guest_used(guest):
@@ -87,7 +76,7 @@ def measure(lab, hosts, mode, args):
     pid = src.agent.spawn('exec memverify -m %d -t 36000 -r %d -p %s'
                           % (args.wss, args.rate, migration.PROGRESS))
     migration.wait_rounds(src.agent, 1, timeout=600)
-    fig = {'used_bytes': ram_resident(src),
+    fig = {'used_bytes': qemu_mem.ram_resident(src),
            'guest_used_bytes': guest_used(src)}
     # The same cap for every mode, always explicit (0: none).  With
     # x-split it covers the pages PUT to the memory server too.
@@ -228,21 +217,58 @@ def run(argv):
                     help='split: MiB of never-used memory touched at the end')
     ap.add_argument('--timeout', type=int, default=900,
                     help='seconds a migration may take')
+    ap.add_argument('--scenarios', default='small-dest,freed',
+                    help='small-dest (a destination too small for the '
+                    'VM) and/or freed (the modes above)')
+    sd = ap.add_argument_group('small-dest')
+    sd.add_argument('--small-modes', default=','.join(small_dest.MODES))
+    sd.add_argument('--cold', type=int, default=448,
+                    help='MiB written once, then left alone')
+    sd.add_argument('--hot', type=int, default=96,
+                    help='MiB rewritten at --small-rate')
+    sd.add_argument('--small-rate', type=int, default=32,
+                    help='MiB/s the hot set is rewritten at')
+    sd.add_argument('--ratio', type=float, default=1.5,
+                    help='used memory / destination RAM for guest memory')
+    sd.add_argument('--swap', type=int, default=0,
+                    help='MiB of swap file for the run (default: none)')
+    sd.add_argument('--after', type=int, default=60,
+                    help='seconds measured on the destination after the move')
     args = ap.parse_args(argv)
     modes = args.modes.split(',')
     for m in modes:
         if m not in MODES:
             raise errors.LabError('unknown mode %r (known: %s)'
                                   % (m, ', '.join(MODES)))
+    scenarios = args.scenarios.split(',')
+    small_modes = args.small_modes.split(',')
+    for m in small_modes:
+        if m not in small_dest.MODES:
+            raise errors.LabError('unknown small-dest mode %r (known: %s)'
+                                  % (m, ', '.join(small_dest.MODES)))
+    for sc in scenarios:
+        if sc not in ('small-dest', 'freed'):
+            raise errors.LabError('unknown scenario %r' % sc)
     out = {'mem_mb': args.mem, 'wss_mb': args.wss, 'rate_mbs': args.rate,
            'limit_mb': args.limit, 'bandwidth_mbs': args.bandwidth,
            'kernel': args.kernel, 'qemu': paths.qemu_binary(),
            'skipped': {}}
     res = {}
+    small = {}
     with lab_mod.Lab('bench-split') as lab:
         hosts = [host_mod.Host(lab, n, libvirtd=False).start()
                  for n in ('a', 'b', 'c')]
-        for mode in modes:
+        if 'small-dest' in scenarios:
+            out['small_swap_mb'] = args.swap
+            out['small_ratio'] = args.ratio
+            out['small_cold_mb'] = args.cold
+            out['small_hot_mb'] = args.hot
+            out['small_rate_mbs'] = args.small_rate
+            with swapfile.SwapFile(lab.path('swap'), args.swap):
+                for mode in small_modes:
+                    small[mode] = small_dest.measure(
+                        lab, hosts, mode, args, log)
+        for mode in (modes if 'freed' in scenarios else ()):
             why = (qmp_migration.split_missing()
                    if mode.startswith('split') else None)
             if why:
@@ -286,4 +312,5 @@ def run(argv):
     out['tls_fault_p99_x_plain'] = ratio(t.get('fault_p99_us'),
                                          s.get('fault_p99_us'))
     out['tls_time_x_plain'] = ratio(t.get('total_ms'), s.get('total_ms'))
+    out.update(small_dest.figures(small))
     return out
