@@ -170,7 +170,10 @@ def migrate(src, dst, b, c, mode, params, cg, args, log, hot, cold):
     rx0 = sum(h.link_bytes()[0] for h in (b, c))
     t0 = time.monotonic()
     tl = Timeline(t0)
-    mig = qmp_migration.Migration(src, dst, b, mode, params).start()
+    # 'room' is a precopy, to a destination without a limit.
+    mig = qmp_migration.Migration(src, dst, b,
+                                  'precopy' if mode == 'room' else mode,
+                                  params).start()
     log('small-dest %s: migrating' % mode)
     info, moved = None, None
     deadline = t0 + args.timeout
