@@ -200,6 +200,8 @@ def migrate(src, dst, b, c, mode, params, cg, args, log, hot, cold):
     if status != 'completed':
         fig['error'] = (info or {}).get('error-desc', 'not done in %ds'
                                         % args.timeout)
+        if cg and cg.oom_kills():
+            fig['error'] += ' (the destination QEMU was OOM-killed)'
         if status not in qmp_migration.DONE:
             mig.cancel()
         log('small-dest %s: failed: %s' % (mode, fig['error']))
@@ -221,7 +223,6 @@ def migrate(src, dst, b, c, mode, params, cg, args, log, hot, cold):
     fig['after_mibs'] = tl.rate(moved, moved + args.after)
     if fig['after_mibs'] is not None:
         fig['after_mibs'] = round(fig['after_mibs'], 1)
-    fig['before_mibs'] = tl.rate(0, min(moved, 20))
     fig['wire_bytes'] = sum(h.link_bytes()[0] for h in (b, c)) - rx0
     fig['timeline_mibs'] = tl.bins()
     if mode == 'split':
@@ -282,7 +283,7 @@ def figures(res):
                     'moved_s', 'wire_bytes', 'used_bytes', 'limit_bytes',
                     'peak_bytes', 'peak_with_swap_bytes', 'peak_x_limit',
                     'swap_bytes', 'oom_kills',
-                    'after_mibs', 'before_mibs', 'timeline_mibs',
+                    'after_mibs', 'timeline_mibs',
                     'source_running', 'source_intact'):
             if key in f:
                 out['small_%s_%s' % (mode, key)] = f[key]
