@@ -39,6 +39,7 @@ from puma_lab import memcg
 from puma_lab import memserver
 from puma_lab import qemu_mem
 from puma_lab import qmp_migration
+from puma_lab import svgplot
 from puma_lab import vm
 
 MODES = ('room', 'precopy', 'postcopy', 'split')
@@ -205,6 +206,7 @@ def migrate(src, dst, b, c, mode, params, cg, args, log, hot, cold):
         if status not in qmp_migration.DONE:
             mig.cancel()
         log('small-dest %s: failed: %s' % (mode, fig['error']))
+        fig['timeline_mibs'] = tl.bins()
         fig.update(source_intact(src, hot, cold))
         fig.update(cgroup_figures(cg))
         return fig
@@ -303,3 +305,15 @@ def figures(res):
     else:
         out['throughput_after_x_full'] = None
     return out
+
+
+def plot(res, path):
+    """The hot set's throughput timelines of RES as an SVG at PATH."""
+    series = {mode: res[mode].get('timeline_mibs') or []
+              for mode in MODES if mode in res}
+    marks = [(res[m]['moved_s'], '%s moved' % m) for m in ('split',)
+             if res.get(m, {}).get('moved_s')]
+    with open(path, 'w') as f:
+        f.write(svgplot.lines(
+            series, BIN_S, 'Hot set throughput, destination too small',
+            'seconds since the migration started', 'MiB/s', marks))

@@ -232,6 +232,8 @@ def run(argv):
                     help='used memory / destination RAM for guest memory')
     sd.add_argument('--swap', type=int, default=0,
                     help='MiB of swap file for the run (default: none)')
+    sd.add_argument('--plot', metavar='SVG',
+                    help='write the throughput timelines to SVG')
     sd.add_argument('--after', type=int, default=60,
                     help='seconds measured on the destination after the move')
     args = ap.parse_args(argv)
@@ -268,6 +270,8 @@ def run(argv):
                 for mode in small_modes:
                     small[mode] = small_dest.measure(
                         lab, hosts, mode, args, log)
+            if args.plot:
+                small_dest.plot(small, args.plot)
         for mode in (modes if 'freed' in scenarios else ()):
             why = (qmp_migration.split_missing()
                    if mode.startswith('split') else None)

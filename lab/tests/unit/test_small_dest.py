@@ -62,3 +62,19 @@ def test_throughput_ratio_against_the_roomy_destination():
     assert out['peak_dest_x_limit'] == 1.02
     assert out['small_split_bytes_x_used'] == 0.9
     assert out['precopy_ok_small_dest'] is None
+
+
+def test_plot_draws_every_mode(tmp_path):
+    res = {'room': {'timeline_mibs': [30.0, 32.0, 32.0]},
+           'precopy': {'timeline_mibs': [31.0]},
+           'split': {'timeline_mibs': [29.0, None, 32.0, 32.0],
+                     'moved_s': 6.0}}
+    path = tmp_path / 'tl.svg'
+    small_dest.plot(res, str(path))
+    svg = path.read_text()
+    assert svg.startswith('<svg') and svg.rstrip().endswith('</svg>')
+    # room and split's second run are lines, precopy's one point a dot.
+    assert svg.count('<polyline') == 2
+    assert svg.count('<circle') == 2
+    for label in ('room', 'precopy', 'split', 'split moved'):
+        assert '>%s</text>' % label in svg
