@@ -37,11 +37,16 @@ CAPABILITIES = {
 DONE = ('completed', 'failed', 'cancelled')
 
 
-def balloon_args(hint):
-    """A virtio-balloon with (or without) free page hinting + its iothread."""
+def balloon_args(hint, report=False):
+    """A virtio-balloon with (or without) free page hinting + its iothread.
+
+    REPORT turns free page reporting on: the guest reports free memory,
+    QEMU discards it (and tells split migration it is unused).
+    """
     return ['-object', 'iothread,id=balloon-io',
             '-device', 'virtio-balloon-pci,id=balloon0,iothread=balloon-io,'
-                       'free-page-hint=%s' % ('on' if hint else 'off')]
+                       'free-page-hint=%s,free-page-reporting=%s'
+                       % ('on' if hint else 'off', 'on' if report else 'off')]
 
 
 def wait_qmp(guest, timeout=60):

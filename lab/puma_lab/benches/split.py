@@ -4,10 +4,12 @@
 Two scenarios (``--scenarios``): ``small-dest``, a destination too small
 for the VM (:mod:`puma_lab.small_dest`), and ``freed``, described here.
 
-One guest configuration (default 1 GiB, about half of it never touched)
-runs ``memverify`` on a working set larger than split mode's main-host
-limit, rewriting all of it at a steady rate (-r MiB/s).  The same guest is
-booted afresh on host A for each mode and migrated over QMP to host B:
+One guest configuration (default 1 GiB) first fills 512 MiB (--freed)
+with non-zero data and frees it, with free page reporting on (the guest
+reports free memory, QEMU discards it), then runs ``memverify`` on a
+working set larger than split mode's main-host limit, rewriting all of it
+at a steady rate (-r MiB/s).  The same guest is booted afresh on host A
+for each mode and migrated over QMP to host B:
 
 - ``precopy``: plain precopy;
 - ``hinted``: precopy with virtio-balloon free page hinting (an iothread,
@@ -70,14 +72,17 @@ def measure(lab, hosts, mode, args):
     src = vm.Guest(lab, '%s-a' % mode, kernel=args.kernel, mem_mb=args.mem,
                    vcpus=args.vcpus, ns=a.ns,
                    extra_args=['-uuid', vm_id] +
-                   qmp_migration.balloon_args(mode == 'hinted'))
+                   qmp_migration.balloon_args(mode == 'hinted',
+                                              report=args.freed > 0))
     src.start().wait_booted()
     src.run('modprobe virtio_balloon')
+    freed = used_and_freed(src, args.freed) if args.freed else {}
     pid = src.agent.spawn('exec memverify -m %d -t 36000 -r %d -p %s'
                           % (args.wss, args.rate, migration.PROGRESS))
     migration.wait_rounds(src.agent, 1, timeout=600)
     fig = {'used_bytes': qemu_mem.ram_resident(src),
            'guest_used_bytes': guest_used(src)}
+    fig.update(freed)
     # The same cap for every mode, always explicit (0: none).  With
     # x-split it covers the pages PUT to the memory server too.
     params = {'max-bandwidth': args.bandwidth * MIB}
@@ -155,6 +160,28 @@ def measure(lab, hosts, mode, args):
     return fig
 
 
+def used_and_freed(guest, mib):
+    """The guest fills MIB of memory with non-zero data, then frees it.
+
+    memverify writes pseudo-random pages, checks them and exits; with
+    free page reporting on, the guest reports the freed memory and QEMU
+    discards it.  Waits until the RAM resident in QEMU stops falling.
+    """
+    guest.run('memverify -m %d -t 0' % mib, timeout=600)
+    peak = qemu_mem.ram_resident(guest)
+    prev, settled = peak, 0
+    deadline = time.monotonic() + 120
+    while settled < 3 and time.monotonic() < deadline:
+        time.sleep(2)
+        now = qemu_mem.ram_resident(guest)
+        settled = settled + 1 if prev - now < 4 * MIB else 0
+        prev = now
+    log('guest wrote and freed %d MiB: %.0f MiB resident after, %.0f MiB '
+        'once reported' % (mib, peak / MIB, prev / MIB))
+    return {'freed_mb': mib, 'resident_after_free_bytes': peak,
+            'resident_after_report_bytes': prev}
+
+
 def fresh_memory(ga, pid, dst, servers, mib):
     """Touch MIB of memory the guest never used, the workload stopped.
 
@@ -213,6 +240,9 @@ def run(argv):
     ap.add_argument('--vcpus', type=int, default=2)
     ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS)
     ap.add_argument('--modes', default=','.join(MODES))
+    ap.add_argument('--freed', type=int, default=512,
+                    help='MiB the guest fills with data and frees before '
+                    'the workload starts, free page reporting on (0: none)')
     ap.add_argument('--fresh', type=int, default=192,
                     help='split: MiB of never-used memory touched at the end')
     ap.add_argument('--timeout', type=int, default=900,
@@ -252,6 +282,7 @@ def run(argv):
         if sc not in ('small-dest', 'freed'):
             raise errors.LabError('unknown scenario %r' % sc)
     out = {'mem_mb': args.mem, 'wss_mb': args.wss, 'rate_mbs': args.rate,
+           'freed_mb': args.freed,
            'limit_mb': args.limit, 'bandwidth_mbs': args.bandwidth,
            'kernel': args.kernel, 'qemu': paths.qemu_binary(),
            'skipped': {}}
@@ -284,7 +315,9 @@ def run(argv):
         f = res.get(mode, {})
         name = mode.replace('-', '_')
         for key in ('total_ms', 'downtime_ms', 'wire_bytes',
-                    'ram_transferred', 'used_bytes', 'pageins'):
+                    'ram_transferred', 'used_bytes', 'pageins',
+                    'resident_after_free_bytes',
+                    'resident_after_report_bytes'):
             out['%s_%s' % (name, key)] = f.get(key)
         out['%s_bytes_x_used' % name] = ratio(f.get('wire_bytes'),
                                               f.get('used_bytes'))
@@ -299,6 +332,8 @@ def run(argv):
     out['bytes_x_used'] = out['split_bytes_x_used']
     out['time_x_precopy'] = ratio(s.get('total_ms'),
                                   res.get('precopy', {}).get('total_ms'))
+    out['time_x_hinted_precopy'] = ratio(
+        s.get('total_ms'), res.get('hinted', {}).get('total_ms'))
     out['downtime_x_hinted_precopy'] = ratio(
         s.get('downtime_ms'), res.get('hinted', {}).get('downtime_ms'))
     out['split_fresh_unused_faults'] = s.get('fresh_unused_faults')
