@@ -206,7 +206,6 @@ def migrate(src, dst, b, c, mode, params, cg, args, log, hot, cold):
         if status not in qmp_migration.DONE:
             mig.cancel()
         log('small-dest %s: failed: %s' % (mode, fig['error']))
-        fig['timeline_mibs'] = tl.bins()
         fig.update(source_intact(src, hot, cold))
         fig.update(cgroup_figures(cg))
         return fig
