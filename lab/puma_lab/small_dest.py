@@ -229,6 +229,7 @@ def migrate(src, dst, b, c, mode, params, cg, args, log, hot, cold):
     if mode == 'split':
         state = dst.qmp('x-query-split')
         fig['pageins'] = state.get('page-ins')
+        fig['pageouts'] = state.get('page-outs')
         fig['resident_pages'] = state.get('resident-pages')
         fig['fault_p50_us'] = state.get('fault-latency-p50-us')
         fig['fault_p99_us'] = state.get('fault-latency-p99-us')
@@ -284,7 +285,7 @@ def figures(res):
                     'moved_s', 'wire_bytes', 'used_bytes', 'limit_bytes',
                     'peak_bytes', 'peak_with_swap_bytes', 'peak_x_limit',
                     'swap_bytes', 'oom_kills',
-                    'after_mibs', 'timeline_mibs',
+                    'after_mibs', 'timeline_mibs', 'pageins', 'pageouts',
                     'source_running', 'source_intact'):
             if key in f:
                 out['small_%s_%s' % (mode, key)] = f[key]

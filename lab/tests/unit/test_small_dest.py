@@ -56,8 +56,10 @@ def test_throughput_ratio_against_the_roomy_destination():
     res = {'room': {'ok': True, 'after_mibs': 32.0, 'wire_bytes': 100,
                     'used_bytes': 100},
            'split': {'ok': True, 'after_mibs': 28.8, 'peak_x_limit': 1.02,
-                     'wire_bytes': 90, 'used_bytes': 100}}
+                     'wire_bytes': 90, 'used_bytes': 100, 'pageins': 7,
+                     'pageouts': 9}}
     out = small_dest.figures(res)
+    assert (out['small_split_pageins'], out['small_split_pageouts']) == (7, 9)
     assert out['throughput_after_x_full'] == 0.9
     assert out['peak_dest_x_limit'] == 1.02
     assert out['small_split_bytes_x_used'] == 0.9
