@@ -32,9 +32,7 @@ BAD_DMESG = ('BUG:', 'Oops', 'general protection', 'Call Trace')
 # async PF interrupts, the model the SMP L2 boots of docs/lab.md used.
 S4U_CPU = ('host,kvm-pv-tlb-flush=off,kvm-pv-ipi=off,kvm-pv-unhalt=off,'
            'kvm-pv-sched-yield=off,kvm-asyncpf-int=off,kvm-shoot4u=on')
-# Each tlbstorm operation flips a page read-only once: at least one
-# remote flush (fewer than in test_shoot4u.py: L2 guests are slower).
-OPS = 120
+OPS = 300
 WORKLOAD = 'tlbstorm -n %d' % OPS
 
 
