@@ -61,9 +61,6 @@ class MemoryCgroup:
         """Move PID (all its threads) into the cgroup."""
         self._write('cgroup.procs', 'cgroup.procs', pid)
 
-    def usage(self):
-        return int(self._read('memory.usage_in_bytes', 'memory.current'))
-
     def peak(self):
         """Highest resident usage since creation, bytes."""
         return int(self._read('memory.max_usage_in_bytes', 'memory.peak'))
@@ -85,12 +82,12 @@ class MemoryCgroup:
 
     def swap(self):
         """Bytes of the cgroup's memory in swap now."""
-        for line in self._read('memory.stat', 'memory.stat').splitlines():
-            key, _, val = line.partition(' ')
-            if key == ('swap' if self.v1 else 'swap_current'):
-                return int(val)
         if not self.v1:
             return int(self._read('', 'memory.swap.current'))
+        for line in self._read('memory.stat', '').splitlines():
+            key, _, val = line.partition(' ')
+            if key == 'swap':
+                return int(val)
         return 0
 
     def oom_kills(self):

@@ -61,26 +61,35 @@ def wait_agent(host, name, timeout=180):
                           % (name, host.name, timeout))
 
 
-def rounds(ga):
-    """Rounds memverify completed; a LabError once it found corruption."""
-    out = ga.run('cat %s 2>/dev/null || true' % PROGRESS).out
+def parse_rounds(out, name):
+    """Rounds in memverify's progress line OUT of guest NAME (0: none yet).
+
+    A LabError once it found corruption.
+    """
     if 'state=corrupt' in out:
         raise errors.LabError('memverify in %s found a corrupt page: %s'
-                              % (ga.name, out.strip()))
+                              % (name, out.strip()))
     for field in out.split():
         if field.startswith('rounds='):
             return int(field[len('rounds='):])
     return 0
 
 
-def wait_rounds(ga, at_least, timeout=120):
+def rounds(ga, path=PROGRESS):
+    """Rounds memverify completed; a LabError once it found corruption."""
+    return parse_rounds(ga.run('cat %s 2>/dev/null || true' % path).out,
+                        ga.name)
+
+
+def wait_rounds(ga, at_least, timeout=120, path=PROGRESS):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        n = rounds(ga)
+        n = rounds(ga, path)
         if n >= at_least:
             return n
         time.sleep(1)
-    raise errors.LabError('memverify in %s made no progress' % ga.name)
+    raise errors.LabError('memverify (%s) in %s made no progress'
+                          % (path, ga.name))
 
 
 def migrate_verified(src, dst, name, mib=64, rate=32, timeout=600):

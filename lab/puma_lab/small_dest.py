@@ -37,6 +37,7 @@ import uuid
 from puma_lab import errors
 from puma_lab import memcg
 from puma_lab import memserver
+from puma_lab import migration
 from puma_lab import qemu_mem
 from puma_lab import qmp_migration
 from puma_lab import svgplot
@@ -49,51 +50,35 @@ COLD = '/run/cold.progress'
 BIN_S = 10
 
 
-def progress(ga, path, timeout=5):
-    """(rounds, pages) of a memverify progress file; None if unreadable."""
-    try:
-        res = ga.run('cat %s' % path, timeout=timeout, check=False)
-    except errors.LabError:
-        return None
-    fields = dict(f.split('=', 1) for f in res.out.split() if '=' in f)
-    if fields.get('state') == 'corrupt':
-        raise errors.LabError('memverify in %s found a corrupt page: %s'
-                              % (ga.name, res.out.strip()))
-    if 'rounds' not in fields:
-        return None
-    return int(fields['rounds']), int(fields['pages'])
-
-
-def wait_progress(ga, path, rounds, timeout=600):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        p = progress(ga, path)
-        if p and p[0] >= rounds:
-            return p
-        time.sleep(1)
-    raise errors.LabError('memverify (%s) in %s made no progress'
-                          % (path, ga.name))
-
-
 class Timeline:
-    """Samples of (seconds since T0, hot rounds, pages per round)."""
+    """Samples of (seconds since T0, rounds) of a memverify of MIB."""
 
-    def __init__(self, t0):
+    def __init__(self, t0, mib):
         self.t0 = t0
+        self.mib = mib
         self.samples = []
 
     def sample(self, ga):
-        p = progress(ga, HOT, timeout=3)
-        if p:
-            self.samples.append((time.monotonic() - self.t0,) + p)
+        """One sample.
+
+        None while the guest's agent does not answer (a source paused for
+        its switchover).
+        """
+        try:
+            out = ga.run('cat %s' % HOT, timeout=3, check=False).out
+        except errors.LabError:
+            return
+        n = migration.parse_rounds(out, ga.name)
+        if n:
+            self.samples.append((time.monotonic() - self.t0, n))
 
     def rate(self, start, end):
         """Average MiB/s between the samples nearest START and END."""
         inside = [s for s in self.samples if start <= s[0] <= end]
         if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
             return None
-        pages = (inside[-1][1] - inside[0][1]) * inside[0][2]
-        return pages * 4096 / MIB / (inside[-1][0] - inside[0][0])
+        return ((inside[-1][1] - inside[0][1]) * self.mib /
+                (inside[-1][0] - inside[0][0]))
 
     def bins(self):
         """MiB/s every BIN_S seconds from T0.
@@ -125,11 +110,11 @@ def measure(lab, hosts, mode, args, log):
     ga = src.agent
     cold = ga.spawn('exec memverify -m %d -t 36000 -p %s'
                     % (args.cold, COLD))
-    wait_progress(ga, COLD, 1)
+    migration.wait_rounds(ga, 1, timeout=600, path=COLD)
     ga.run('kill -STOP %d' % cold)
     hot = ga.spawn('exec memverify -m %d -t 36000 -r %d -p %s'
                    % (args.hot, args.small_rate, HOT))
-    wait_progress(ga, HOT, 2)
+    migration.wait_rounds(ga, 2, timeout=600, path=HOT)
     used = qemu_mem.ram_resident(src)
     overhead = qemu_mem.rss(src.proc.pid) - used
     dest_ram = int(used / args.ratio)
@@ -170,7 +155,7 @@ def migrate(src, dst, b, c, mode, params, cg, args, log, hot, cold):
     fig = {'ok': False}
     rx0 = sum(h.link_bytes()[0] for h in (b, c))
     t0 = time.monotonic()
-    tl = Timeline(t0)
+    tl = Timeline(t0, args.hot)
     # 'room' is a precopy, to a destination without a limit.
     mig = qmp_migration.Migration(src, dst, b,
                                   'precopy' if mode == 'room' else mode,

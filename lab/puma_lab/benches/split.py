@@ -48,6 +48,7 @@ from puma_lab import swapfile
 from puma_lab import vm
 
 MODES = ('precopy', 'hinted', 'postcopy', 'split', 'split-tls')
+SCENARIOS = ('small-dest', 'freed')
 MIB = 1024 * 1024
 
 
@@ -219,6 +220,16 @@ def fresh_memory(ga, pid, dst, servers, mib):
     }
 
 
+def names(value, known, what):
+    """The comma-separated names of VALUE, each one of KNOWN."""
+    out = value.split(',')
+    for n in out:
+        if n not in known:
+            raise errors.LabError('unknown %s %r (known: %s)'
+                                  % (what, n, ', '.join(known)))
+    return out
+
+
 def ratio(num, den, digits=2):
     if num is None or not den:
         return None
@@ -267,20 +278,9 @@ def run(argv):
     sd.add_argument('--after', type=int, default=60,
                     help='seconds measured on the destination after the move')
     args = ap.parse_args(argv)
-    modes = args.modes.split(',')
-    for m in modes:
-        if m not in MODES:
-            raise errors.LabError('unknown mode %r (known: %s)'
-                                  % (m, ', '.join(MODES)))
-    scenarios = args.scenarios.split(',')
-    small_modes = args.small_modes.split(',')
-    for m in small_modes:
-        if m not in small_dest.MODES:
-            raise errors.LabError('unknown small-dest mode %r (known: %s)'
-                                  % (m, ', '.join(small_dest.MODES)))
-    for sc in scenarios:
-        if sc not in ('small-dest', 'freed'):
-            raise errors.LabError('unknown scenario %r' % sc)
+    modes = names(args.modes, MODES, 'mode')
+    scenarios = names(args.scenarios, SCENARIOS, 'scenario')
+    small_modes = names(args.small_modes, small_dest.MODES, 'small-dest mode')
     out = {'mem_mb': args.mem, 'wss_mb': args.wss, 'rate_mbs': args.rate,
            'freed_mb': args.freed,
            'limit_mb': args.limit, 'bandwidth_mbs': args.bandwidth,

@@ -3,12 +3,10 @@
 
 from puma_lab import small_dest
 
-PAGES = 96 * 256            # a 96 MiB hot set, 4 KiB pages
-
 
 def timeline(points):
-    tl = small_dest.Timeline(0)
-    tl.samples = [(t, rounds, PAGES) for t, rounds in points]
+    tl = small_dest.Timeline(0, 96)     # a 96 MiB hot set
+    tl.samples = list(points)
     return tl
 
 
