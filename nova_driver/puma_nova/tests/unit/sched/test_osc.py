@@ -47,7 +47,8 @@ class TestOSC(base.TestCase):
         self.useFixture(base.PolicyFixture())
         self.flags(group='puma_api', auth_strategy='noauth')
         self.flags(group='puma_scheduler', planning_interval=3600)
-        rpcf = self.useFixture(base.RPCFixture())
+        rpcf = self.useFixture(base.RPCFixture(['sub']))
+        self.computes = rpcf.computes
         nova = test_api.FakeNova()
         nova.servers[test_api.UUID] = {
             'id': test_api.UUID, 'name': 'big', 'host': 'src',
@@ -101,6 +102,8 @@ class TestOSC(base.TestCase):
         shown = dict(zip(cols, data))
         self.assertEqual((row[0], 'released'), (shown['Id'],
                                                 shown['State']))
+        # The sub host was told to stop the reserved memory server.
+        self.assertEqual([test_api.UUID], self.computes['sub'].stopped)
         self.assertEqual([], list(self.run_cmd(ledger.ListLedger,
                                                ['--active'])[1]))
 

@@ -228,8 +228,10 @@ class TestPlanningRound(base.TestCase):
 
     def setUp(self):
         super().setUp()
+        # rpc_timeout before the fixture: the scheduler's compute client
+        # takes it when it is made.  h3 below never answers.
         self.flags(group='puma_scheduler', planning_interval=3600,
-                   miss_rate_threshold=0.1)
+                   miss_rate_threshold=0.1, rpc_timeout=1)
         self.rpc = self.useFixture(base.RPCFixture(['h1', 'h2']))
         self.api = self.rpc.api
         self.manager = self.rpc.service.manager
@@ -282,7 +284,6 @@ class TestPlanningRound(base.TestCase):
                                         db_api.vm_list(self.ctxt)])
 
     def test_unreachable_host_is_retried(self):
-        self.flags(group='puma_scheduler', rpc_timeout=1)
         self._report()
         self.api.report_host(self.ctxt, 'h3', base.stats(
             1000, [base.vm('b3', miss=0.5, refaults=262144)]))
