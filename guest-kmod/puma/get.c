@@ -342,33 +342,30 @@ static bool puma_get_one(struct file *file, filler_t filler,
 {
 	struct address_space *mapping = folio->mapping;
 	unsigned int k, nr, n[PUMA_GET_NR] = { };
+	u64 version[PUMA_BATCH_MAX];
 	struct puma_get_req *req;
 	struct puma_fkey fk;
 	unsigned long seq;
 	bool answered, hit;
-	u64 version;
 	int peer;
 
 	if (!mapping || filler != mapping->a_ops->read_folio ||
 	    !puma_get_wanted(mapping->host) || !puma_rtt_allows_get())
 		return false;
+	/* One walk of the index, before anything is allocated for a miss */
 	nr = folio_nr_pages(folio);
-	if (nr > PUMA_BATCH_MAX ||
-	    !puma_index_lookup(mapping->host, folio->index, &fk, &seq,
-			       &version))
+	peer = puma_lookup_run(mapping->host, folio->index, nr, &fk, &seq,
+			       version);
+	if (!peer)
 		return false;
 	req = puma_req_alloc();
 	if (!req)
 		return false;
-	peer = puma_lookup_run(mapping->host, folio->index, nr, &req->fkey,
-			       &seq, req->version);
-	if (!peer) {
-		puma_req_free(req);
-		return false;
-	}
+	req->fkey = fk;
 	req->count = nr;
 	for (k = 0; k < nr; k++) {
 		req->index[k] = folio->index + k;
+		req->version[k] = version[k];
 		req->page[k] = folio_page(folio, k);
 		if (puma_cfg.exclusive)
 			puma_index_forget(mapping->host, req->index[k]);
