@@ -37,28 +37,45 @@ module_param(handshake_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(handshake_timeout_ms,
 		 "A connection whose handshake is not over after this long is closed (5000)");
 
+/**
+ * puma_digest - one digest of a prefix then the pieces of a message
+ * @tfm: the hash, keyed already if it is an HMAC
+ * @prefix: hashed first, may be NULL
+ * @prefix_len: its length
+ * @parts: the @n pieces hashed after it, in order
+ * @n: their number
+ * @out: the digest, crypto_shash_digestsize(@tfm) bytes
+ *
+ * Return: 0 or the error of the crypto API.
+ */
+int puma_digest(struct crypto_shash *tfm, const void *prefix,
+		size_t prefix_len, const struct kvec *parts, unsigned int n,
+		u8 *out)
+{
+	SHASH_DESC_ON_STACK(desc, tfm);
+	unsigned int i;
+	int ret;
+
+	desc->tfm = tfm;
+	ret = crypto_shash_init(desc);
+	if (!ret && prefix_len)
+		ret = crypto_shash_update(desc, prefix, prefix_len);
+	for (i = 0; !ret && i < n; i++)
+		ret = crypto_shash_update(desc, parts[i].iov_base,
+					  parts[i].iov_len);
+	if (!ret)
+		ret = crypto_shash_final(desc, out);
+	shash_desc_zero(desc);
+	return ret;
+}
+
 /* HMAC-SHA256 with @key of the @n pieces of @parts into @out. */
 static int puma_hmac(struct crypto_shash *tfm, const u8 *key,
 		     unsigned int key_len, const struct kvec *parts,
 		     unsigned int n, u8 *out)
 {
-	unsigned int i;
-	int ret;
-
-	ret = crypto_shash_setkey(tfm, key, key_len);
-	if (!ret) {
-		SHASH_DESC_ON_STACK(desc, tfm);
-
-		desc->tfm = tfm;
-		ret = crypto_shash_init(desc);
-		for (i = 0; !ret && i < n; i++)
-			ret = crypto_shash_update(desc, parts[i].iov_base,
-						  parts[i].iov_len);
-		if (!ret)
-			ret = crypto_shash_final(desc, out);
-		shash_desc_zero(desc);
-	}
-	return ret;
+	return crypto_shash_setkey(tfm, key, key_len) ?:
+	       puma_digest(tfm, NULL, 0, parts, n, out);
 }
 
 /*

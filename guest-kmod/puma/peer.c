@@ -387,21 +387,11 @@ out_unlock:
 static int puma_tag(struct crypto_shash *tfm, u64 ctr, const struct kvec *vec,
 		    unsigned int nvec, u8 *tag)
 {
-	SHASH_DESC_ON_STACK(desc, tfm);
 	__le64 seq = cpu_to_le64(ctr);
 	u8 mac[SHA256_DIGEST_SIZE];
-	unsigned int i;
 	int ret;
 
-	desc->tfm = tfm;
-	ret = crypto_shash_init(desc) ?:
-	      crypto_shash_update(desc, (const u8 *)&seq, sizeof(seq));
-	for (i = 0; !ret && i < nvec; i++)
-		ret = crypto_shash_update(desc, vec[i].iov_base,
-					  vec[i].iov_len);
-	if (!ret)
-		ret = crypto_shash_final(desc, mac);
-	shash_desc_zero(desc);
+	ret = puma_digest(tfm, &seq, sizeof(seq), vec, nvec, mac);
 	memcpy(tag, mac, PUMA_TAG_LEN);
 	memzero_explicit(mac, sizeof(mac));
 	return ret;

@@ -94,5 +94,8 @@ int puma_recv_msg(struct puma_peer *p, struct puma_hdr *h, bool idle);
 
 /* handshake.c */
 int puma_handshake(struct puma_peer *p);
+int puma_digest(struct crypto_shash *tfm, const void *prefix,
+		size_t prefix_len, const struct kvec *parts, unsigned int n,
+		u8 *out);
 
 #endif /* PUMA_PEER_H */
