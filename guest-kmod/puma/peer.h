@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * A peer connection, shared by the files that run it: peer.c (the table
- * of peers, queues, sending, receiving, the connection thread, the
- * listener) and handshake.c (HELLO, AUTH and the per-direction keys).
- * Nothing outside those two files uses it; the rest of the module goes
- * through puma.h.
+ * of peers, the connection thread, control), tx.c (the send queue and
+ * gets), rx.c (receiving and dispatch), listen.c (accepting borrowers)
+ * and handshake.c (HELLO, AUTH and the per-direction keys).  Nothing
+ * outside those files uses it; the rest of the module goes through
+ * puma.h.
  */
 
 #ifndef PUMA_PEER_H
@@ -87,10 +88,32 @@ struct puma_peer {
 	int last_reason;
 };
 
-/* peer.c */
+/* peer.c: the table of peers, under puma_peers_lock */
+extern spinlock_t puma_peers_lock;
+extern struct puma_peer *puma_peers[PUMA_MAX_PEERS + 1];
+extern struct mutex puma_peers_mutex;	/* add/del/unload */
+struct puma_peer *puma_peer_find(int id);
+struct puma_peer *puma_peer_alloc(bool lender_side);
+int puma_peer_start(struct puma_peer *p, struct socket *sock);
+void puma_peer_stop(struct puma_peer *p);
+void puma_peer_put(struct puma_peer *p);
+
+/* tx.c */
+int puma_tx_init(void);
+void puma_tx_exit(void);
+void puma_tx_work(struct work_struct *work);
+void puma_txbuf_free(struct puma_txbuf *b);
+int puma_tag(struct crypto_shash *tfm, u64 ctr, const struct kvec *vec,
+	     unsigned int nvec, u8 *tag);
+int puma_send(struct puma_peer *p, u16 type, u16 flags, u64 req,
+	      struct kvec *vec, unsigned int nvec, size_t len);
 int puma_send_small(struct puma_peer *p, u16 type, u64 req, void *payload,
 		    size_t len);
+void puma_shutdown(struct puma_peer *p);
+
+/* rx.c */
 int puma_recv_msg(struct puma_peer *p, struct puma_hdr *h, bool idle);
+int puma_dispatch(struct puma_peer *p, const struct puma_hdr *h);
 
 /* handshake.c */
 int puma_handshake(struct puma_peer *p);
