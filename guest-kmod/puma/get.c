@@ -19,7 +19,8 @@
  * to ->readahead as a sub-batch.  A large folio (XFS) belongs to a remote
  * run only if one lender holds every page of it, and is marked up to
  * date only if every page comes back; otherwise ->read_folio reads all
- * of it.  A page of the answer is used only if it
+ * of it.  A folio above PUMA_BATCH_MAX pages goes alone, in several GETs
+ * (puma_get_big()), with the same rule.  A page of the answer is used only if it
  * opens (seal.c: the tag checks out for this page and for the version of
  * the put the index recorded, and it decrypts), and the file saw no
  * invalidation since the GET was sent (puma_index_still_valid());
@@ -228,6 +229,93 @@ static void puma_req_free(struct puma_get_req *req)
 	kfree(req);
 }
 
+/*
+ * A folio larger than one GET (XFS with a readahead window above
+ * PUMA_BATCH_MAX pages): asked for in GETs of PUMA_BATCH_MAX pages, one
+ * after the other, all to the lender that holds the first, under the same
+ * file key and invalidation count.  The folio is marked up to date only
+ * if every page of every GET opened; at the first that does not (or a
+ * lender change in the index), the caller reads the whole folio from the
+ * disk.  Return: true if the folio is filled and unlocked.
+ */
+static bool puma_get_big(struct inode *inode, struct folio *folio)
+{
+	unsigned int nr = folio_nr_pages(folio), off, cnt, k, good = 0;
+	unsigned int n[PUMA_GET_NR] = { }, part[PUMA_GET_NR];
+	u64 version[PUMA_BATCH_MAX];
+	struct puma_get_req *req = NULL;
+	unsigned long seq = 0, s;
+	struct puma_fkey fk, cfk;
+	bool ok = true, answered;
+	int peer = 0, p;
+
+	for (off = 0; ok && off < nr; off += cnt) {
+		cnt = min_t(unsigned int, nr - off, PUMA_BATCH_MAX);
+		p = puma_lookup_run(inode, folio->index + off, cnt, &cfk, &s,
+				    version);
+		if (!p || (off && (p != peer || s != seq ||
+				   memcmp(&cfk, &fk, sizeof(fk))))) {
+			ok = false;
+			break;
+		}
+		if (!req) {
+			req = puma_req_alloc();
+			if (!req)
+				return false;
+		}
+		peer = p;
+		seq = s;
+		fk = cfk;
+		req->fkey = fk;
+		req->count = cnt;
+		req->error = 0;
+		reinit_completion(&req->done);
+		for (k = 0; k < cnt; k++) {
+			req->index[k] = folio->index + off + k;
+			req->version[k] = version[k];
+			req->page[k] = folio_page(folio, off + k);
+			if (puma_cfg.exclusive)
+				puma_index_forget(inode, req->index[k]);
+		}
+		puma_count_n(PUMA_STAT_GETS, cnt);
+		answered = !puma_peer_get(peer, req);
+		if (!answered)
+			req->hits = 0;
+		memset(part, 0, sizeof(part));
+		ok = puma_open_folio(inode, peer, answered, req, 0, cnt, seq,
+				     part);
+		n[PUMA_GET_MISS] += part[PUMA_GET_MISS];
+		n[PUMA_GET_STALE] += part[PUMA_GET_STALE];
+		if (ok)
+			good += cnt;
+	}
+	puma_req_free(req);
+	if (ok) {
+		n[PUMA_GET_HIT] += good;
+		n[PUMA_GET_HIT_LARGE] += good;
+	} else {
+		/* What opened is read again from the disk with the rest. */
+		n[PUMA_GET_MISS] += good;
+	}
+	puma_count_gets(inode, n);
+	if (!ok)
+		return false;
+	folio_mark_uptodate(folio);
+	folio_unlock(folio);
+	return true;
+}
+
+/* Does one lender hold the first GET's worth of the large folio @folio? */
+static bool puma_big_held(struct inode *inode, struct folio *folio)
+{
+	struct puma_fkey fk;
+	unsigned long seq;
+
+	return puma_rtt_allows_get() &&
+	       puma_lookup_run(inode, folio->index, PUMA_BATCH_MAX, &fk, &seq,
+			       NULL);
+}
+
 /* Split @rac into runs: remote ones by GET, the others by ->readahead. */
 static void puma_read_split(struct readahead_control *rac,
 			    struct inode *inode)
@@ -242,6 +330,7 @@ static void puma_read_split(struct readahead_control *rac,
 		pgoff_t start = rac->_index;
 		unsigned long n = 0;
 		int peer = 0, p;
+		bool big = false;
 
 		while (n < rac->_nr_pages) {
 			struct folio *folio = xa_load(&mapping->i_pages,
@@ -252,6 +341,11 @@ static void puma_read_split(struct readahead_control *rac,
 			if (!folio || xa_is_value(folio))
 				break;
 			nr = folio_nr_pages(folio);
+			if (nr > PUMA_BATCH_MAX && puma_big_held(inode, folio)) {
+				/* Alone, by puma_get_big(), after this run */
+				big = !n;
+				break;
+			}
 			/* A remote run is of whole folios, 32 pages at most */
 			if (peer && n + nr > PUMA_BATCH_MAX)
 				break;
@@ -270,6 +364,13 @@ static void puma_read_split(struct readahead_control *rac,
 				break;
 			}
 			n += nr;
+		}
+		if (big) {
+			struct folio *folio = readahead_folio(rac);
+
+			if (!puma_get_big(inode, folio))
+				mapping->a_ops->read_folio(rac->file, folio);
+			continue;
 		}
 		if (!n)
 			n = 1;	/* cannot happen; keep moving */
@@ -352,8 +453,10 @@ static bool puma_get_one(struct file *file, filler_t filler,
 	if (!mapping || filler != mapping->a_ops->read_folio ||
 	    !puma_get_wanted(mapping->host) || !puma_rtt_allows_get())
 		return false;
-	/* One walk of the index, before anything is allocated for a miss */
 	nr = folio_nr_pages(folio);
+	if (nr > PUMA_BATCH_MAX)
+		return puma_get_big(mapping->host, folio);
+	/* One walk of the index, before anything is allocated for a miss */
 	peer = puma_lookup_run(mapping->host, folio->index, nr, &fk, &seq,
 			       version);
 	if (!peer)

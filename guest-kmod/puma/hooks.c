@@ -45,9 +45,9 @@
 
 /*
  * Put: a folio leaves the page cache; refcount 0 means reclaim.  A large
- * folio is put page by page, if one get can bring it back whole
- * (PUMA_BATCH_MAX pages) and the put buffers can take all of it: a get
- * fills a folio only when every page of it comes back.
+ * folio is put page by page if the put buffers can take all of it: a get
+ * fills a folio only when every page of it comes back (in several GETs
+ * above PUMA_BATCH_MAX pages).
  */
 static void puma_tp_delete(void *data, struct folio *folio)
 {
@@ -66,8 +66,7 @@ static void puma_tp_delete(void *data, struct folio *folio)
 	if (!inode || !puma_inode_eligible(inode))
 		return;
 	nr = folio_nr_pages(folio);
-	if (nr > PUMA_BATCH_MAX || !folio_test_uptodate(folio) ||
-	    folio_test_dirty(folio))
+	if (!folio_test_uptodate(folio) || folio_test_dirty(folio))
 		goto not_put;
 	if (large && puma_put_buffers_free() < nr) {
 		puma_count_n(PUMA_STAT_DROP_NO_BUFFER, nr);

@@ -255,15 +255,20 @@ def test_borrower_hits_lender_no_disk_reads(lab, kernel, tmp_path):
     check_dmesg(lender)
 
 
-def large_folios_come_back(lender, borrower, mb=16):
+def large_folios_come_back(lender, borrower, mb=16, ra_kb=None):
     """XFS reads a file streamed in large folios; they are put and got.
 
     The file is written with direct I/O (nothing of it in the page cache),
     read in full (readahead: XFS allocates large folios), evicted (each
     page of them put) and read again: whole large folios come from the
     lender, the disk is not read for them, and the content is right.
+    With a readahead window of RA_KB (1024: folios of up to 256 pages,
+    above the 32 pages of one GET) the large folios come back in several
+    GETs each.
     """
     path = '/mnt/data/large'
+    if ra_kb:
+        borrower.run('echo %d > /sys/block/vdb/queue/read_ahead_kb' % ra_kb)
     borrower.run('dd if=/dev/urandom of=%s bs=1M count=%d oflag=direct '
                  'status=none' % (path, mb), timeout=300)
     borrower.run('/mnt/host/pumactl set seq_filter 0 && '
@@ -281,9 +286,10 @@ def large_folios_come_back(lender, borrower, mb=16):
     hits = fs2['hits'] - fs1['hits']
     put = s1.get('puts_large', 0) - s0.get('puts_large', 0)
     hits_large = s2.get('hits_large', 0) - s1.get('hits_large', 0)
-    print('puma xfs large folios: file pages %d, put from large folios %d, '
-          'data-disk hits %d, of which in large folios %d, disk bytes read '
-          '%d' % (pages, put, hits, hits_large, rd1 - rd0))
+    print('puma xfs large folios (read_ahead_kb %s): file pages %d, put '
+          'from large folios %d, data-disk hits %d, of which in large '
+          'folios %d, disk bytes read %d' % (ra_kb or 'default', pages, put,
+                                             hits, hits_large, rd1 - rd0))
     assert got == want
     # The file came back from the lender, not from the disk.
     assert hits >= pages * 0.9, (hits, fs2)
@@ -294,6 +300,8 @@ def large_folios_come_back(lender, borrower, mb=16):
     assert put >= pages // 2, (put, s1)
     assert hits_large >= put * 0.9, (hits_large, put, s2)
     borrower.run('rm %s' % path)
+    if ra_kb:
+        borrower.run('echo 128 > /sys/block/vdb/queue/read_ahead_kb')
 
 
 @pytest.mark.parametrize('kernel', paths.KERNELS)
@@ -352,6 +360,7 @@ def test_xfs_hits_and_changes(lab, kernel, tmp_path):
     assert borrower.run('sha256sum /mnt/data/f',
                         timeout=300).out.split()[0] == want
     large_folios_come_back(lender, borrower)
+    large_folios_come_back(lender, borrower, ra_kb=1024)
     # A change after the hits reads back right.
     borrower.run('dd if=/dev/zero of=/mnt/data/f bs=4k count=16 seek=3 '
                  'conv=notrunc oflag=direct status=none')
