@@ -36,25 +36,15 @@ static DEFINE_MUTEX(puma_listen_mutex);
 static struct socket *puma_lsock;
 static struct task_struct *puma_lthread;
 
+static bool puma_peer_ended(const struct puma_peer *p, const void *arg)
+{
+	return p->lender_side && READ_ONCE(p->dead);
+}
+
 /* Free lender-side peers whose connection ended. */
 static void puma_reap(void)
 {
-	unsigned long flags;
-	int id;
-
-	mutex_lock(&puma_peers_mutex);
-	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
-		struct puma_peer *p;
-
-		spin_lock_irqsave(&puma_peers_lock, flags);
-		p = puma_peers[id];
-		if (p && !(p->lender_side && READ_ONCE(p->dead)))
-			p = NULL;
-		spin_unlock_irqrestore(&puma_peers_lock, flags);
-		if (p)
-			puma_peer_stop(p);
-	}
-	mutex_unlock(&puma_peers_mutex);
+	puma_peer_stop_each(puma_peer_ended, NULL);
 }
 
 /*

@@ -528,15 +528,14 @@ int puma_peer_del(const char *spec)
 }
 
 /**
- * puma_peer_stop_side - end every connection of one side
- * @lender_side: true: the borrowers connected to us (we lend to them);
- *		 false: the lenders we connect to (we borrow from them)
+ * puma_peer_stop_each - stop every peer @match selects
+ * @match: called under puma_peers_lock with each peer and @arg
+ * @arg: for @match
  *
- * Each goes as with puma_peer_del(): its connection closes, a lender
- * frees the borrower's pages, a borrower forgets the pages the lender
- * held (puma_peer_down()), and no reconnection follows.
+ * Takes puma_peers_mutex; each peer selected goes as with puma_peer_del().
  */
-void puma_peer_stop_side(bool lender_side)
+void puma_peer_stop_each(bool (*match)(const struct puma_peer *p,
+				       const void *arg), const void *arg)
 {
 	unsigned long flags;
 	int id;
@@ -547,13 +546,32 @@ void puma_peer_stop_side(bool lender_side)
 
 		spin_lock_irqsave(&puma_peers_lock, flags);
 		p = puma_peers[id];
-		if (p && p->lender_side != lender_side)
+		if (p && !match(p, arg))
 			p = NULL;
 		spin_unlock_irqrestore(&puma_peers_lock, flags);
 		if (p)
 			puma_peer_stop(p);
 	}
 	mutex_unlock(&puma_peers_mutex);
+}
+
+static bool puma_peer_on_side(const struct puma_peer *p, const void *arg)
+{
+	return p->lender_side == *(const bool *)arg;
+}
+
+/**
+ * puma_peer_stop_side - end every connection of one side
+ * @lender_side: true: the borrowers connected to us (we lend to them);
+ *		 false: the lenders we connect to (we borrow from them)
+ *
+ * Each goes as with puma_peer_del(): its connection closes, a lender
+ * frees the borrower's pages, a borrower forgets the pages the lender
+ * held (puma_peer_down()), and no reconnection follows.
+ */
+void puma_peer_stop_side(bool lender_side)
+{
+	puma_peer_stop_each(puma_peer_on_side, &lender_side);
 }
 
 static const char *const puma_state_names[] = {
@@ -598,22 +616,14 @@ int puma_peer_init(void)
 	return puma_tx_init();
 }
 
+static bool puma_peer_any(const struct puma_peer *p, const void *arg)
+{
+	return true;
+}
+
 void puma_peer_exit(void)
 {
-	int id;
-
 	puma_listen_set(false);
-	mutex_lock(&puma_peers_mutex);
-	for (id = 1; id <= PUMA_MAX_PEERS; id++) {
-		struct puma_peer *p;
-		unsigned long flags;
-
-		spin_lock_irqsave(&puma_peers_lock, flags);
-		p = puma_peers[id];
-		spin_unlock_irqrestore(&puma_peers_lock, flags);
-		if (p)
-			puma_peer_stop(p);
-	}
-	mutex_unlock(&puma_peers_mutex);
+	puma_peer_stop_each(puma_peer_any, NULL);
 	puma_tx_exit();
 }

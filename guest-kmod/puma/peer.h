@@ -96,6 +96,8 @@ struct puma_peer *puma_peer_find(int id);
 struct puma_peer *puma_peer_alloc(bool lender_side);
 int puma_peer_start(struct puma_peer *p, struct socket *sock);
 void puma_peer_stop(struct puma_peer *p);
+void puma_peer_stop_each(bool (*match)(const struct puma_peer *p,
+				       const void *arg), const void *arg);
 void puma_peer_put(struct puma_peer *p);
 
 /* tx.c */
