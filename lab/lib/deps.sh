@@ -22,9 +22,10 @@ PUMA_APT_PACKAGES="
 	gcc gcc-multilib make libelf-dev libssl-dev bc dwarves
 	clang libclang-rt-14-dev
 	python3 python3-pip python3-dev"
-# Daemons the lab runs privately, one instance per test (lib/rabbitmq.sh);
+# Daemons the lab runs privately, one instance per test or cloud
+# (lib/rabbitmq.sh, lib/mariadb.sh);
 # their Debian services must never start: see install_daemons.
-PUMA_APT_DAEMONS="rabbitmq-server"
+PUMA_APT_DAEMONS="rabbitmq-server mariadb-server"
 # meson >= 1.5 is required by QEMU 10.0; bookworm has it in backports.
 PUMA_APT_BACKPORTS="meson"
 # The lab's own Python environment: tox plus what lab/requirements.txt lists.

@@ -3,19 +3,20 @@
 # lab/lib/rabbitmq.sh - a private RabbitMQ broker on loopback for tests.
 #
 # Depends on: lib/common.sh; Debian's rabbitmq-server (lab/setup deps).
-# Call order: start_rabbitmq DIR PORT ... stop_rabbitmq DIR
+# Call order: start_rabbitmq DIR PORT [ADDR] ... stop_rabbitmq DIR
 #
 # Each broker is its own Erlang node: node name, AMQP port PORT,
 # distribution port PORT+1 and its own epmd on PORT+2, all bound to
-# 127.0.0.1; config, cookie, mnesia and logs live in DIR.  Nothing of
-# Debian's system-wide broker (/etc/rabbitmq, /var/lib/rabbitmq, port
-# 5672, epmd on 4369) is read or touched, and stop_rabbitmq ends only the
-# processes start_rabbitmq recorded in DIR (the broker's wrapper script,
+# 127.0.0.1 (AMQP to ADDR instead when given: the lab cloud's control
+# host serves the compute hosts on its lab address); config, cookie,
+# mnesia and logs live in DIR.  Nothing of Debian's system-wide broker
+# (/etc/rabbitmq, /var/lib/rabbitmq, port 5672, epmd on 4369) is read or
+# touched, and stop_rabbitmq ends only the processes start_rabbitmq recorded in DIR (the broker's wrapper script,
 # its Erlang node and its epmd).
 
 RABBITMQ_BIN=${RABBITMQ_BIN:-/usr/lib/rabbitmq/bin}
 
-# _rabbitmq_env DIR PORT - the environment of the broker in DIR.
+# _rabbitmq_env DIR PORT [ADDR] - the environment of the broker in DIR.
 _rabbitmq_env()
 {
 	local dir=$1 port=$2
@@ -23,7 +24,7 @@ _rabbitmq_env()
 		"HOME=$dir" \
 		"RABBITMQ_NODENAME=puma$port@localhost" \
 		"RABBITMQ_USE_LONGNAME=false" \
-		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1" \
+		"RABBITMQ_NODE_IP_ADDRESS=${3:-127.0.0.1}" \
 		"RABBITMQ_NODE_PORT=$port" \
 		"RABBITMQ_DIST_PORT=$((port + 1))" \
 		"ERL_EPMD_PORT=$((port + 2))" \
@@ -37,18 +38,20 @@ _rabbitmq_env()
 		"RABBITMQ_PID_FILE=$dir/beam.pid"
 }
 
-# _port_open PORT - true when something accepts on 127.0.0.1:PORT.
+# _port_open PORT [ADDR] - true when something accepts on ADDR:PORT
+# (127.0.0.1 by default).
 _port_open()
 {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	(exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null
 }
 
-# start_rabbitmq DIR PORT - start the broker; returns once AMQP answers.
-# The URL is then rabbit://guest:guest@127.0.0.1:PORT/ (guest may log in
-# from loopback only, RabbitMQ's default).
+# start_rabbitmq DIR PORT [ADDR] - start the broker; returns once AMQP
+# answers. The URL is then rabbit://guest:guest@127.0.0.1:PORT/ (guest may
+# log in from loopback only, RabbitMQ's default); with ADDR, AMQP listens
+# there only and guest may log in from anywhere (the lab's namespaces).
 start_rabbitmq()
 {
-	local dir=$1 port=$2 pid i envv
+	local dir=$1 port=$2 addr=${3:-127.0.0.1} pid i envv
 	if [ -z "$dir" ] || [ -z "$port" ]; then
 		die "usage: start_rabbitmq DIR PORT"
 	fi
@@ -62,11 +65,12 @@ start_rabbitmq()
 	: >"$dir/rabbitmq-env.conf"
 	echo '[].' >"$dir/enabled_plugins"
 	cat >"$dir/rabbitmq.conf" <<-CONF
-	listeners.tcp.default = 127.0.0.1:$port
+	listeners.tcp.default = $addr:$port
 	log.file.level = info
 	log.console = false
 	CONF
-	_rabbitmq_env "$dir" "$port" >"$dir/env"
+	[ "$addr" = 127.0.0.1 ] || echo 'loopback_users = none' >>"$dir/rabbitmq.conf"
+	_rabbitmq_env "$dir" "$port" "$addr" >"$dir/env"
 	mapfile -t envv <"$dir/env"
 
 	env ERL_EPMD_PORT=$((port + 2)) ERL_EPMD_ADDRESS=127.0.0.1 \
@@ -83,7 +87,7 @@ start_rabbitmq()
 			stop_rabbitmq "$dir"
 			die "RabbitMQ in $dir exited while starting"
 		fi
-		_port_open "$port" && return 0
+		_port_open "$port" "$addr" && return 0
 		sleep 0.5
 	done
 	stop_rabbitmq "$dir"

@@ -1,0 +1,54 @@
+# SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=bash
+# lab/lib/cloud.sh - the Python environment of the lab cloud's control
+# plane (./lab/cloud, lab/puma_lab/cloud.py).
+#
+# Depends on: lib/common.sh, lib/deps.sh (install_deps has run: MariaDB
+# and RabbitMQ are installed), lib/nova.sh (install_nova_venv has run:
+# nova-compute runs in the Nova environment).
+# Call order: install_cloud_venv (idempotent; a second run only checks).
+#
+# $PUMA_CACHE/cloud/KEY/venv holds lab/cloud/requirements.txt (Keystone,
+# Placement, Glance, Nova's control services, Neutron, the openstack
+# client, PyMySQL and uWSGI, all from PyPI) installed with
+# lab/cloud/constraints.txt. KEY hashes both files, so a new pin gives a
+# new environment; the older ones are pruned.
+
+# create_cloud_venv BASE REQ CONSTRAINTS - the environment in BASE/venv.
+create_cloud_venv()
+{
+	local base=$1 req=$2 con=$3
+	/usr/bin/python3 -m venv "$base/venv" &&
+	"$base/venv/bin/pip" install --upgrade pip &&
+	"$base/venv/bin/pip" install -c "$con" -r "$req" &&
+	"$base/venv/bin/python" -c '
+import importlib.metadata as m
+for p in ("nova", "keystone", "openstack-placement", "glance", "neutron",
+          "python-openstackclient", "uWSGI"):
+    print(p, m.version(p))'
+}
+
+install_cloud_venv()
+{
+	local req=$PUMA_TOP/lab/cloud/requirements.txt
+	local con=$PUMA_TOP/lab/cloud/constraints.txt key base log
+	key=$(content_hash "$req" "$con" | cut -c1-16)
+	base=$PUMA_CACHE/cloud/$key
+	if [ -f "$base/good" ]; then
+		ln -sfn "$key" "$PUMA_CACHE/cloud/current"
+		info "cloud environment is up to date in $base/venv"
+		return 0
+	fi
+	info "creating the cloud environment in $base/venv (OpenStack 2026.2" \
+		"from PyPI; uWSGI is compiled, a few minutes)"
+	rm -rf "$base"
+	mkdir -p "$base"
+	log=$base/install.log
+	run_with_progress "$log" "cloud environment" \
+		create_cloud_venv "$base" "$req" "$con" ||
+		die "creating the cloud environment failed; full log: $log"
+	touch "$base/good"
+	ln -sfn "$key" "$PUMA_CACHE/cloud/current"
+	prune_cache "$PUMA_CACHE/cloud" "$key"
+	info "cloud environment ready in $base/venv"
+}
