@@ -8,10 +8,10 @@
 # nova-compute runs in the Nova environment).
 # Call order: install_cloud_venv (idempotent; a second run only checks).
 #
-# $PUMA_CACHE/cloud/KEY/venv holds lab/cloud/requirements.txt (Keystone,
+# $PUMA_CACHE/cloud/KEY/venv holds lab/cloud-env/requirements.txt (Keystone,
 # Placement, Glance, Nova's control services, Neutron, the openstack
 # client, PyMySQL and uWSGI, all from PyPI) installed with
-# lab/cloud/constraints.txt. KEY hashes both files, so a new pin gives a
+# lab/cloud-env/constraints.txt. KEY hashes both files, so a new pin gives a
 # new environment; the older ones are pruned.
 
 # create_cloud_venv BASE REQ CONSTRAINTS - the environment in BASE/venv.
@@ -30,8 +30,8 @@ for p in ("nova", "keystone", "openstack-placement", "glance", "neutron",
 
 install_cloud_venv()
 {
-	local req=$PUMA_TOP/lab/cloud/requirements.txt
-	local con=$PUMA_TOP/lab/cloud/constraints.txt key base log
+	local req=$PUMA_TOP/lab/cloud-env/requirements.txt
+	local con=$PUMA_TOP/lab/cloud-env/constraints.txt key base log
 	key=$(content_hash "$req" "$con" | cut -c1-16)
 	base=$PUMA_CACHE/cloud/$key
 	if [ -f "$base/good" ]; then

@@ -36,8 +36,12 @@ class Host:
     for QEMU processes or a memory server started directly.
     """
 
-    def __init__(self, lab, name, libvirtd=True):
+    def __init__(self, lab, name, libvirtd=True, hostname=None):
         self.lab = lab
+        # With HOSTNAME, libvirtd runs in a UTS namespace of its own with
+        # that host name (what libvirt, and Nova's node name, report);
+        # otherwise it shares the machine's.
+        self.hostname = hostname
         self.libvirtd = libvirtd
         self.name = name
         self.index = lab.next_index()
@@ -114,13 +118,16 @@ class Host:
         binds.append('export PATH=%s:$PATH'
                      % os.path.dirname(paths.qemu_binary()))
         # The default pid file sits outside var/run/libvirt: keep it in.
+        if self.hostname:
+            binds.append('hostname %s' % self.hostname)
         script = ' && '.join(['mount --make-rprivate /'] + binds) + \
             ' && exec %s/sbin/libvirtd --listen --pid-file %s/libvirtd.pid' \
             % (self.prefix, RUN_DIR)
         with open(os.path.join(self.dir, 'log', 'stdio.log'), 'w') as log:
             self.proc = subprocess.Popen(
-                ['ip', 'netns', 'exec', self.ns, 'unshare', '--mount',
-                 '--propagation', 'private', 'sh', '-c', script],
+                ['ip', 'netns', 'exec', self.ns, 'unshare', '--mount'] +
+                (['--uts'] if self.hostname else []) +
+                ['--propagation', 'private', 'sh', '-c', script],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         deadline = time.monotonic() + READY_TIMEOUT
         last = None

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: Apache-2.0
+"""puma_lab.cloud: the pure helpers (config files, state lookup)."""
+
+import configparser
+import json
+
+from puma_lab import cloud
+
+
+def read(path):
+    conf = configparser.ConfigParser(interpolation=None)
+    conf.optionxform = str
+    conf.read(path)
+    return conf
+
+
+def test_write_ini_keeps_case_and_spells_booleans(tmp_path):
+    path = tmp_path / 'sub' / 'x.conf'
+    cloud.write_ini(str(path), {'DEFAULT': {'my_ip': '10.77.0.11',
+                                            'debug': False},
+                                'keystone_authtoken': {'auth_type':
+                                                       'password'},
+                                'uwsgi': {'http-socket': '1.2.3.4:5',
+                                          'master': True}})
+    conf = read(path)
+    assert conf.defaults() == {'my_ip': '10.77.0.11', 'debug': 'false'}
+    assert conf.get('keystone_authtoken', 'auth_type') == 'password'
+    assert conf.get('uwsgi', 'http-socket') == '1.2.3.4:5'
+    assert conf.get('uwsgi', 'master') == 'true'
+
+
+def test_uwsgi_ini_of_a_service():
+    ini = cloud.uwsgi_ini('keystone', '10.77.0.11', 5000,
+                          'keystone.wsgi.api:application',
+                          'OS_KEYSTONE_CONFIG_DIR', '/run/x/keystone',
+                          '/run/x/log/k.log', '/run/x/k.pid')['uwsgi']
+    assert ini['http-socket'] == '10.77.0.11:5000'
+    assert ini['module'] == 'keystone.wsgi.api:application'
+    assert ini['env'] == 'OS_KEYSTONE_CONFIG_DIR=/run/x/keystone'
+    assert ini['home'] == cloud.venv()
+    assert ini['die-on-term'] and ini['need-app']
+    assert 'http-chunked-input' not in ini
+
+
+def test_glance_takes_chunked_uploads():
+    ini = cloud.uwsgi_ini('glance', 'a', 1, 'm', 'E', 'd', 'l', 'p')['uwsgi']
+    assert ini['http-chunked-input'] and ini['http-raw-body']
+
+
+def test_find_and_status_of_a_cloud(tmp_path, monkeypatch):
+    monkeypatch.setattr(cloud.paths, 'RUN', str(tmp_path))
+    assert cloud.find() is None
+    assert cloud.status() == ['no lab cloud is up (./lab/cloud up)']
+    run = tmp_path / '3'
+    (run / 'pids').mkdir(parents=True)
+    (run / 'pids' / 'nova-conductor').write_text('999999999\n')
+    (run / 'clouds.yaml').write_text('clouds:\n  lab-admin: {}\n')
+    (run / 'cloud.json').write_text(json.dumps({
+        'lab_ns': 'puma-3', 'control_ns': 'puma-3-ctl',
+        'control_addr': '10.77.0.11', 'clouds_yaml':
+            str(run / 'clouds.yaml'),
+        'hosts': {'a': {'ns': 'puma-3-a', 'addr': '10.77.0.12',
+                        'uri': 'qemu+tcp://10.77.0.12/system'}}}))
+    assert cloud.find() == str(run)
+    out = cloud.status()
+    assert out[0] == 'lab cloud in %s, namespaces puma-3-*' % run
+    assert any('nova-conductor' in line and 'NOT RUNNING' in line
+               for line in out), out
+    assert '  clouds:' in out and '    lab-admin: {}' in out
+
+
+def test_catalog_is_complete_for_nova():
+    types = {t for _n, t, _d, _p, _u in cloud.CATALOG}
+    assert types == {'identity', 'placement', 'image', 'compute',
+                     'network'}
+    assert set(cloud.WSGI) == set(cloud.PORTS)
