@@ -92,19 +92,32 @@ def accounts(auth, services, demo):
 
 
 def wait_computes(cloud, hosts, timeout):
-    """Until nova-compute of every host in HOSTS is enabled and up."""
+    """Until every host's nova-compute is up and has its provider.
+
+    The resource provider in placement is named after the node, which is
+    the host's name in the lab cloud.
+    """
     import openstack
     conn = openstack.connect(cloud=cloud)
     deadline = time.monotonic() + timeout
-    seen = {}
+    seen = providers = {}
     while time.monotonic() < deadline:
         seen = {s.host: s.state for s in conn.compute.services()
                 if s.binary == 'nova-compute'}
-        if all(seen.get(h) == 'up' for h in hosts):
+        providers = {p.name for p in conn.placement.resource_providers()}
+        if all(seen.get(h) == 'up' and h in providers for h in hosts):
             return seen
         time.sleep(2)
-    raise SystemExit('nova-compute not up on every host in %ss: %s'
-                     % (timeout, seen))
+    raise SystemExit('nova-compute not up on every host in %s s: '
+                     'services %s, resource providers %s'
+                     % (timeout, seen, sorted(providers)))
+
+
+def hypervisors(cloud):
+    """Hypervisor host name: state, as Nova's API lists them."""
+    import openstack
+    conn = openstack.connect(cloud=cloud)
+    return {h.name: h.state for h in conn.compute.hypervisors(details=True)}
 
 
 def main(argv):
