@@ -71,6 +71,10 @@ WSGI = {
     'nova': ('nova.wsgi.osapi_compute:application', 'OS_NOVA_CONFIG_DIR'),
     'neutron': ('neutron.wsgi.api:application', 'OS_NEUTRON_CONFIG_DIR'),
 }
+# oslo.privsep contexts of nova-compute (Nova, os-brick, os-vif).
+PRIVSEP_SECTIONS = ('nova_sys_admin', 'privsep_osbrick',
+                    'vif_plug_ovs_privileged',
+                    'vif_plug_linux_bridge_privileged')
 HTTP_TIMEOUT = 180
 COMPUTE_TIMEOUT = 300
 # Nova 34's services run on native threads (docs/nova-compute.md).
@@ -460,7 +464,12 @@ class Cloud:
         sections = {
             'DEFAULT': {'transport_url': self.transport(),
                         'host': CONTROL, 'my_ip': self.addr,
-                        'state_path': d},
+                        'state_path': d,
+                        # libvirt's monitor socket path has the domain
+                        # name in it, below the long lab prefix: Nova's
+                        # instance-%08x makes it longer than a socket
+                        # path may be.
+                        'instance_name_template': 'vm-%x'},
             'api': {'auth_strategy': 'keystone'},
             'keystone_authtoken': self.authtoken('nova'),
             'placement': self.authtoken('placement'),
@@ -487,7 +496,9 @@ class Cloud:
         write_ini(conf, self.nova_conf(
             api_database={'connection': self.db('nova_api')},
             database={'connection': self.db('nova')},
-            wsgi={'api_paste_config': os.path.join(d, 'api-paste.ini')}))
+            wsgi={'api_paste_config': os.path.join(d, 'api-paste.ini')},
+            # One worker each (Nova's default is one a core).
+            conductor={'workers': 1}, scheduler={'workers': 1}))
         manage = [venv('bin', 'nova-manage'), '--config-file', conf]
         self.run(manage + ['api_db', 'sync'], env=NOVA_ENV)
         self.run(manage + ['cell_v2', 'map_cell0', '--database_connection',
@@ -519,12 +530,21 @@ class Cloud:
             # No puma-scheduler in this profile yet: no statistics reports.
             puma={'report_interval': 0,
                   'memory_server_binary': paths.memory_server()})
+        # nova-compute runs as root: privsep's helpers start directly,
+        # not through sudo and nova-rootwrap (which the lab does not have).
+        helper = '%s --config-file %s' % (os.path.join(
+            nova_compute.nova_env(), 'venv', 'bin', 'privsep-helper'), conf)
+        for section in PRIVSEP_SECTIONS:
+            sections[section] = {'helper_command': helper}
         write_ini(conf, sections)
         py = os.path.join(nova_compute.nova_env(), 'venv', 'bin', 'python')
         self.spawn('nova-compute-%s' % h.name,
                    [py, '-m', 'puma_nova.cmd.compute', '--config-file', conf],
                    ns=h.ns, env=dict(NOVA_ENV, PYTHONPATH=os.path.join(
-                       paths.TOP, 'nova_driver')))
+                       paths.TOP, 'nova_driver'), PATH='%s:%s' % (
+                       # qemu-img of the patched QEMU (image handling).
+                       os.path.dirname(paths.qemu_img()),
+                       os.environ.get('PATH', '/usr/bin:/bin'))))
 
     def write_clouds_yaml(self):
         lines = ['# Written by ./lab/cloud up: the lab cloud (reachable '
