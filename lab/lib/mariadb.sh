@@ -23,9 +23,9 @@ start_mariadb()
 {
 	local dir=$1 port=$2 pid i
 	[ -n "$dir" ] && [ -n "$port" ] || die "usage: start_mariadb DIR PORT"
+	[ ! -e "$dir/mariadb.pid" ] || die "a MariaDB server already runs in $dir"
 	[ -x "$MARIADB_SBIN/mariadbd" ] ||
 		die "mariadb-server is not installed (run lab/setup deps)"
-	[ ! -e "$dir/mariadb.pid" ] || die "a MariaDB server already runs in $dir"
 	mkdir -p "$dir"
 	chmod 700 "$dir"
 	if [ ! -d "$dir/data/mysql" ]; then
