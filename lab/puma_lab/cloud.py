@@ -307,9 +307,17 @@ class Cloud:
         self.state.update(control_ns=ctl.ns, control_addr=ctl.addr)
         self.save()
         hosts = []
+        # Nova expects instances_path to be the same path on every host
+        # (a migrated domain keeps its disk paths): each host mounts its
+        # own folder there, in libvirtd's mount namespace, which its
+        # nova-compute joins.
+        os.makedirs(self.path('instances'), exist_ok=True)
         for name in COMPUTES:
+            own = self.path('host-%s' % name, 'nova', 'instances')
+            os.makedirs(own, exist_ok=True)
             # Nova's node name is libvirt's host name: one per host.
-            h = host_mod.Host(lab, name, hostname=name).start()
+            h = host_mod.Host(lab, name, hostname=name,
+                              binds=[(own, self.path('instances'))]).start()
             hosts.append(h)
             self.state['hosts'][name] = {'ns': h.ns, 'addr': h.addr,
                                          'libvirtd': h.proc.pid,
@@ -519,14 +527,21 @@ class Cloud:
         """nova-compute with the Puma driver on host H (Nova environment)."""
         self.step('nova-compute on %s' % h.name)
         d = self.path('host-%s' % h.name, 'nova')
-        os.makedirs(os.path.join(d, 'instances'), exist_ok=True)
         conf = os.path.join(d, 'nova-cpu.conf')
         sections = self.nova_conf(
             DEFAULT={'host': h.name, 'my_ip': h.addr, 'state_path': d,
-                     'instances_path': os.path.join(d, 'instances'),
+                     'instances_path': self.path('instances'),
                      'compute_driver': 'puma.PumaLibvirtDriver'},
-            libvirt={'virt_type': 'qemu', 'connection_uri': h.uri},
+            # Live migrations reach this host by its lab address (Nova
+            # would use the host name, which nothing resolves).
+            libvirt={'virt_type': 'qemu', 'connection_uri': h.uri,
+                     'live_migration_inbound_addr': h.addr},
             oslo_concurrency={'lock_path': os.path.join(d, 'lock')},
+            # The guest kernel image (aki, a bzImage) starts with a boot
+            # sector that Nova's format inspector takes for a bad MBR when
+            # the destination of a live migration fetches it ("Safety
+            # check mbr ... failed"); the root image is a bare file system.
+            workarounds={'disable_deep_image_inspection': True},
             # No puma-scheduler in this profile yet: no statistics reports.
             puma={'report_interval': 0,
                   'memory_server_binary': paths.memory_server()})
@@ -539,7 +554,8 @@ class Cloud:
         write_ini(conf, sections)
         py = os.path.join(nova_compute.nova_env(), 'venv', 'bin', 'python')
         self.spawn('nova-compute-%s' % h.name,
-                   [py, '-m', 'puma_nova.cmd.compute', '--config-file', conf],
+                   ['nsenter', '-t', str(h.proc.pid), '-m', '--', py, '-m',
+                    'puma_nova.cmd.compute', '--config-file', conf],
                    ns=h.ns, env=dict(NOVA_ENV, PYTHONPATH=os.path.join(
                        paths.TOP, 'nova_driver'), PATH='%s:%s' % (
                        # qemu-img of the patched QEMU (image handling).

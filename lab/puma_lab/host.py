@@ -36,8 +36,12 @@ class Host:
     for QEMU processes or a memory server started directly.
     """
 
-    def __init__(self, lab, name, libvirtd=True, hostname=None):
+    def __init__(self, lab, name, libvirtd=True, hostname=None, binds=()):
         self.lab = lab
+        # (SOURCE, TARGET) folders bind-mounted in libvirtd's mount
+        # namespace too, e.g. the host's own storage on a path every host
+        # shares (Nova's instances_path).
+        self.binds = list(binds)
         # With HOSTNAME, libvirtd runs in a UTS namespace of its own with
         # that host name (what libvirt, and Nova's node name, report);
         # otherwise it shares the machine's.
@@ -118,6 +122,8 @@ class Host:
         binds.append('export PATH=%s:$PATH'
                      % os.path.dirname(paths.qemu_binary()))
         # The default pid file sits outside var/run/libvirt: keep it in.
+        for src, target in self.binds:
+            binds.append('mount --bind %s %s' % (src, target))
         if self.hostname:
             binds.append('hostname %s' % self.hostname)
         script = ' && '.join(['mount --make-rprivate /'] + binds) + \
