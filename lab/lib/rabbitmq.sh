@@ -11,8 +11,9 @@
 # host serves the compute hosts on its lab address); config, cookie,
 # mnesia and logs live in DIR.  Nothing of Debian's system-wide broker
 # (/etc/rabbitmq, /var/lib/rabbitmq, port 5672, epmd on 4369) is read or
-# touched, and stop_rabbitmq ends only the processes start_rabbitmq recorded in DIR (the broker's wrapper script,
-# its Erlang node and its epmd).
+# touched, and stop_rabbitmq ends only the processes start_rabbitmq
+# recorded in DIR (the broker's wrapper script, its Erlang node and its
+# epmd).
 
 RABBITMQ_BIN=${RABBITMQ_BIN:-/usr/lib/rabbitmq/bin}
 
