@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Shared fixtures: a migrated SQLite database per test."""
+"""Shared fixtures: a migrated database (SQLite, or MariaDB) per test."""
 
 import datetime
 import os
@@ -29,6 +29,7 @@ from puma_nova import policy
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi
 from puma_nova.scheduler import service
+from puma_nova.tests import mariadb
 
 CONF = cfg.CONF
 sched_conf.register_opts(CONF)
@@ -42,6 +43,22 @@ class DatabaseFixture(fixtures.Fixture):
         self.url = 'sqlite:///' + os.path.join(tmp, 'puma.sqlite')
         db_api.configure(self.url)
         migration.upgrade()
+
+
+class MariaDBDatabaseFixture(fixtures.Fixture):
+    """A database of the tests' private MariaDB, migrated to head."""
+
+    def _setUp(self):
+        self.url = self.useFixture(mariadb.MariaDBFixture()).url
+        db_api.configure(self.url)
+        self.addCleanup(self._forget)
+        migration.upgrade()
+
+    @staticmethod
+    def _forget():
+        """Close the pool's connections before the database is dropped."""
+        db_api.get_engine().dispose()
+        db_api.configure()
 
 
 class PolicyFixture(fixtures.Fixture):
@@ -60,10 +77,13 @@ class PolicyFixture(fixtures.Fixture):
 
 class TestCase(testtools.TestCase):
 
+    # MariaDBDatabaseFixture in the tests that run on MariaDB too.
+    DATABASE = DatabaseFixture
+
     def setUp(self):
         super().setUp()
         self.conf = self.useFixture(config_fixture.Config(CONF))
-        self.db = self.useFixture(DatabaseFixture())
+        self.db = self.useFixture(self.DATABASE())
         self.ctxt = context.get_admin_context()
 
     def flags(self, group=None, **kw):

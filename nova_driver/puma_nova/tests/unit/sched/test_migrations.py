@@ -1,0 +1,61 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The models match what the alembic migrations build (oslo.db's check).
+
+On SQLite and on a real MariaDB (the tests' private server): a column,
+index or constraint that the models have and the migrations do not (or
+the other way round) fails here before an operator's db sync meets it.
+"""
+
+import os
+
+import fixtures
+from oslo_db.sqlalchemy import test_migrations
+import testtools
+
+from puma_nova.db import api as db_api
+from puma_nova.db import migration
+from puma_nova.db import models
+from puma_nova.tests import mariadb
+
+
+class _ModelsMatchMigrations(test_migrations.ModelsMigrationsSync):
+
+    def get_metadata(self):
+        return models.Base.metadata
+
+    def get_engine(self):
+        return db_api.get_engine()
+
+    def db_sync(self, engine):
+        migration.upgrade()
+
+
+class TestModelsMatchMigrationsSQLite(_ModelsMatchMigrations,
+                                      testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        db_api.configure('sqlite:///' + os.path.join(tmp, 'puma.sqlite'))
+        self.addCleanup(db_api.configure)
+
+
+@testtools.skipUnless(*mariadb.AVAILABLE)
+class TestModelsMatchMigrationsMariaDB(_ModelsMatchMigrations,
+                                       testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        db_api.configure(self.useFixture(mariadb.MariaDBFixture()).url)
+        self.addCleanup(db_api.configure)
+        self.addCleanup(lambda: db_api.get_engine().dispose())
