@@ -29,20 +29,26 @@ SPLIT_MIGRATION = {
 }
 
 # Query strings: every value is a string; only these keys are accepted.
+# Pages of every list: at most LIMIT items (capped by [puma_api]
+# max_limit) after the item whose key is MARKER.
+_PAGE = {'limit': {'type': 'string', 'pattern': '^[1-9][0-9]{0,5}$'},
+         'marker': {'type': 'string', 'minLength': 1, 'maxLength': 255}}
+
+
+def _list_query(**properties):
+    return {'type': 'object', 'properties': dict(_PAGE, **properties),
+            'additionalProperties': False}
+
+
 LIST_QUERY = {
-    'hosts': {'type': 'object', 'properties': {},
-              'additionalProperties': False},
-    'pairs': {'type': 'object', 'properties': {},
-              'additionalProperties': False},
-    'memory_servers': {'type': 'object', 'properties': {'host': _host},
-                       'additionalProperties': False},
-    'ledger': {'type': 'object',
-               'properties': {'host': _host,
-                              'server': {'type': 'string', 'minLength': 1,
-                                         'maxLength': 255},
-                              'active': {'enum': ['true', 'false']},
-                              'stale': {'enum': ['true', 'false']}},
-               'additionalProperties': False},
+    'hosts': _list_query(),
+    'pairs': _list_query(),
+    'memory_servers': _list_query(host=_host),
+    'ledger': _list_query(host=_host,
+                          server={'type': 'string', 'minLength': 1,
+                                  'maxLength': 255},
+                          active={'enum': ['true', 'false']},
+                          stale={'enum': ['true', 'false']}),
 }
 
 

@@ -18,7 +18,12 @@ GET  /v1/ledger             split-migration ledger
                             (?host=&server=&active=&stale=)
 POST /v1/ledger/ID/release  release a planned or failed entry
 POST /v1/split-migrations   {"server": ID or name, "host": optional}
+
+Every list takes ?limit=&marker= and answers one page; when more rows
+follow, NAME_links holds a "next" link (as Nova's lists do).
 """
+
+import urllib.parse
 
 from oslo_log import log as logging
 import oslo_messaging as messaging
@@ -39,6 +44,15 @@ MEMORY_SERVER_FIELDS = ('instance_uuid', 'host', 'size_mb', 'uri', 'state',
 LEDGER_FIELDS = ('id', 'instance_uuid', 'project_id', 'main_host',
                  'sub_host', 'mb', 'main_limit_mb', 'state', 'created_at',
                  'updated_at')
+
+
+# The key of a row in each list: what a page's marker names.
+PAGE_KEYS = {
+    'hosts': lambda r: r['name'],
+    'pairs': lambda r: '%s,%s' % (r['lender'], r['borrower']),
+    'memory_servers': lambda r: r['instance_uuid'],
+    'ledger': lambda r: str(r['id']),
+}
 
 
 def _view(row, fields):
@@ -67,22 +81,51 @@ class Controller(object):
         self.scheduler = scheduler_api
         self.nova = nova
 
-    def _limit(self, rows, fields, conf):
-        return [_view(r, fields) for r in rows[:conf.puma_api.max_limit]]
+    @staticmethod
+    def _page(req, name, rows, fields, conf):
+        """{NAME: one page of ROWS, NAME_links: the next page, if any}.
+
+        ROWS come in the database's stable order; a page holds at most
+        ``limit`` items (never more than [puma_api] max_limit) after the
+        one whose key (PAGE_KEYS) is ``marker``.  When more follow, a
+        "next" link carries the last key as the next marker, so a client
+        sees every row instead of a silent cut at max_limit.
+        """
+        query = dict(req.GET)
+        key = PAGE_KEYS[name]
+        start = 0
+        if 'marker' in query:
+            keys = [key(r) for r in rows]
+            if query['marker'] not in keys:
+                raise exception.Invalid('marker %s not found'
+                                        % query['marker'])
+            start = keys.index(query['marker']) + 1
+        limit = min(int(query.get('limit', conf.puma_api.max_limit)),
+                    conf.puma_api.max_limit)
+        page = rows[start:start + limit]
+        body = {name: [_view(r, fields) for r in page]}
+        if start + limit < len(rows):
+            query.update(marker=key(page[-1]), limit=str(limit))
+            body[name + '_links'] = [{
+                'rel': 'next',
+                'href': '%s?%s' % (req.path_url,
+                                   urllib.parse.urlencode(sorted(
+                                       query.items())))}]
+        return body
 
     @policy.authorized('puma:host:list')
     def hosts(self, req, ctxt, conf):
         schemas.validate(schemas.LIST_QUERY['hosts'], dict(req.GET),
                          'query')
-        return 200, {'hosts': self._limit(db_api.host_list(ctxt),
-                                          HOST_FIELDS, conf)}
+        return 200, self._page(req, 'hosts', db_api.host_list(ctxt),
+                               HOST_FIELDS, conf)
 
     @policy.authorized('puma:pair:list')
     def pairs(self, req, ctxt, conf):
         schemas.validate(schemas.LIST_QUERY['pairs'], dict(req.GET),
                          'query')
-        return 200, {'pairs': self._limit(db_api.pair_list(ctxt),
-                                          PAIR_FIELDS, conf)}
+        return 200, self._page(req, 'pairs', db_api.pair_list(ctxt),
+                               PAIR_FIELDS, conf)
 
     @policy.authorized('puma:memory_server:list')
     def memory_servers(self, req, ctxt, conf):
@@ -90,8 +133,8 @@ class Controller(object):
         schemas.validate(schemas.LIST_QUERY['memory_servers'], query,
                          'query')
         rows = db_api.memory_server_list(ctxt, host=query.get('host'))
-        return 200, {'memory_servers': self._limit(
-            rows, MEMORY_SERVER_FIELDS, conf)}
+        return 200, self._page(req, 'memory_servers', rows,
+                               MEMORY_SERVER_FIELDS, conf)
 
     @policy.authorized('puma:ledger:list')
     def ledger(self, req, ctxt, conf):
@@ -106,7 +149,7 @@ class Controller(object):
             stale = {e['id'] for e in db_api.ledger_stale(
                 ctxt, db_api.since(conf.puma_scheduler.plan_ttl))}
             rows = [r for r in rows if r['id'] in stale]
-        return 200, {'ledger': self._limit(rows, LEDGER_FIELDS, conf)}
+        return 200, self._page(req, 'ledger', rows, LEDGER_FIELDS, conf)
 
     @policy.authorized('puma:ledger:release')
     def release_entry(self, req, ctxt, conf, entry_id):

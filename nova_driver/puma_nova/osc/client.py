@@ -11,6 +11,8 @@
 # under the License.
 """A small client of the Puma REST API v1 (keystoneauth adapter)."""
 
+import urllib.parse
+
 from keystoneauth1 import adapter
 from keystoneauth1 import exceptions as ks_exc
 from osc_lib import exceptions
@@ -40,11 +42,22 @@ class Client(object):
         return resp.json()
 
     def list(self, resource, **filters):
-        """GET /v1/RESOURCE with the filters that are not None."""
+        """GET /v1/RESOURCE with the filters that are not None.
+
+        Every page: the "next" links are followed to the end.
+        """
         params = {k: v for k, v in filters.items() if v is not None}
         key = resource.replace('-', '_')
-        return self._request('GET', '/v1/%s' % resource,
-                             params=params)[key]
+        items = []
+        while True:
+            body = self._request('GET', '/v1/%s' % resource, params=params)
+            items += body[key]
+            nxt = [link['href'] for link in body.get(key + '_links', ())
+                   if link.get('rel') == 'next']
+            if not nxt:
+                return items
+            params = dict(urllib.parse.parse_qsl(
+                urllib.parse.urlsplit(nxt[0]).query))
 
     def release_ledger_entry(self, entry_id):
         """POST /v1/ledger/ID/release: the entry as it is now."""

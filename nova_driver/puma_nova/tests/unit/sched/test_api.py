@@ -257,6 +257,47 @@ class TestAPI(base.TestCase):
         self.assertEqual(512, pairs[0]['capacity_mb'])
         self.assertNotIn('key', pairs[0])
 
+    def test_pages_follow_markers_to_the_end(self):
+        body = self.app.get('/v1/hosts?limit=2').json
+        self.assertEqual(['m', 'near'], [h['name'] for h in body['hosts']])
+        (link,) = body['hosts_links']
+        self.assertEqual('next', link['rel'])
+        self.assertEqual('http://localhost/v1/hosts?limit=2&marker=near',
+                         link['href'])
+        body = self.app.get(link['href']).json
+        self.assertEqual(['src'], [h['name'] for h in body['hosts']])
+        self.assertNotIn('hosts_links', body)
+        # Filters stay in the next link.
+        for i in range(3):
+            db_api.ledger_create(self.ctxt, 'vm%d' % i, 'p1', 'm', 'near',
+                                 512, 512)
+        body = self.app.get('/v1/ledger?host=near&limit=1').json
+        href = body['ledger_links'][0]['href']
+        self.assertIn('host=near', href)
+        ids = [e['id'] for e in body['ledger']]
+        while 'ledger_links' in body:
+            body = self.app.get(body['ledger_links'][0]['href']).json
+            ids += [e['id'] for e in body['ledger']]
+        self.assertEqual(sorted(ids), ids)
+        self.assertEqual(3, len(set(ids)))
+
+    def test_max_limit_pages_instead_of_cutting(self):
+        self.flags(group='puma_api', max_limit=2)
+        body = self.app.get('/v1/hosts').json
+        self.assertEqual(2, len(body['hosts']))
+        self.assertIn('hosts_links', body)
+        body = self.app.get('/v1/hosts?limit=50').json
+        self.assertEqual(2, len(body['hosts']))
+        self.assertIn('limit=2', body['hosts_links'][0]['href'])
+
+    def test_bad_pages(self):
+        for query in ('limit=0', 'limit=x', 'limit=-1', 'marker=',
+                      'marker=nosuchhost'):
+            r = self.app.get('/v1/hosts?' + query, status=400)
+            self.assertIn('invalid' if 'nosuch' not in query else
+                          'marker nosuchhost not found',
+                          r.json['error']['message'], query)
+
 
 class TestAPIAuth(base.TestCase):
 

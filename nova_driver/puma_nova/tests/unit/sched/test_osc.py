@@ -107,6 +107,15 @@ class TestOSC(base.TestCase):
         self.assertEqual([], list(self.run_cmd(ledger.ListLedger,
                                                ['--active'])[1]))
 
+    def test_lists_follow_every_page(self):
+        self.flags(group='puma_api', max_limit=1)
+        for name in ('a', 'b', 'c'):
+            db_api.pair_update(self.ctxt, [], [{
+                'lender': name, 'borrower': name + '2', 'lender_host': 'm',
+                'borrower_host': 'sub', 'capacity_mb': 512, 'key': 'k'}])
+        cols, rows = self.run_cmd(pair.ListPair, [])
+        self.assertEqual(['a', 'b', 'c'], [r[0] for r in rows])
+
     def test_pair_list(self):
         db_api.pair_update(self.ctxt, [], [{
             'lender': 'a', 'borrower': 'b', 'lender_host': 'm',
