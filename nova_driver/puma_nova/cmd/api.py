@@ -20,6 +20,7 @@ from puma_nova import threads
 threads.use_native_threads()
 
 import socketserver  # noqa: E402
+import sys  # noqa: E402
 from wsgiref import simple_server  # noqa: E402
 
 from oslo_config import cfg  # noqa: E402
@@ -40,3 +41,7 @@ def main(argv=None):
         CONF.puma_api.host, CONF.puma_api.port, application,
         server_class=_ThreadingServer)
     httpd.serve_forever()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

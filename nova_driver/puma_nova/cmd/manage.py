@@ -107,3 +107,7 @@ def main(argv=None):
          prog='puma-manage')
     CONF.command.func()
     return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

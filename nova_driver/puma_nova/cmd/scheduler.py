@@ -15,12 +15,12 @@
 from puma_nova import threads
 threads.use_native_threads()
 
-import signal  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 
 from oslo_config import cfg  # noqa: E402
 from oslo_log import log as logging  # noqa: E402
+from oslo_service import service as os_service  # noqa: E402
 
 from puma_nova.conf import scheduler as sched_conf  # noqa: E402
 from puma_nova.scheduler import service  # noqa: E402
@@ -29,23 +29,50 @@ CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 
+class SchedulerWorker(os_service.ServiceBase):
+    """The scheduler as oslo.service runs it, in its worker process.
+
+    oslo.service's launcher (the threading backend, as Nova 34 uses)
+    forks the worker, stops it gracefully on SIGTERM or SIGINT, and on
+    SIGHUP re-reads the configuration files (restart_method 'mutate').
+    The transport and the RPC server are made in the worker, after the
+    fork.
+    """
+
+    def __init__(self):
+        self._svc = None
+        self._done = threading.Event()
+
+    def start(self):
+        self._svc = service.SchedulerService()
+        self._svc.start()
+
+    def wait(self):
+        self._done.wait()
+
+    def stop(self):
+        if self._svc is not None:
+            self._svc.stop()
+        self._done.set()
+
+    def reset(self):
+        """Nothing to do: the worker reads CONF at each planning round.
+
+        (With the threading backend, SIGHUP restarts the worker after the
+        master mutated the configuration.)
+        """
+
+
 def main(argv=None):
     sched_conf.register_opts(CONF)
     logging.register_options(CONF)
     CONF(sys.argv[1:] if argv is None else argv, project='puma',
          prog='puma-scheduler')
     logging.setup(CONF, 'puma-scheduler')
-    svc = service.SchedulerService()
-    done = threading.Event()
+    launcher = os_service.launch(CONF, SchedulerWorker(),
+                                 restart_method='mutate')
+    return launcher.wait()
 
-    def _on_signal(signum, frame):
-        LOG.info('Signal %d: stopping', signum)
-        done.set()
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    svc.start()
-    while not done.wait(1):
-        pass
-    svc.stop()
-    return 0
+if __name__ == '__main__':
+    sys.exit(main())

@@ -30,8 +30,9 @@ scheduler_opts = [
     cfg.StrOpt('host', default=socket.gethostname(),
                sample_default='<hostname>',
                help='Name of this puma-scheduler on the message bus.'),
-    cfg.IntOpt('planning_interval', default=30, min=1,
-               help='Seconds between two lending-pair planning rounds.'),
+    cfg.IntOpt('planning_interval', default=30, min=1, mutable=True,
+               help='Seconds between two lending-pair planning rounds '
+                    '(re-read on SIGHUP).'),
     cfg.IntOpt('host_timeout', default=180, min=1,
                help='Seconds after its last report_host call after which a '
                     'host (and its VMs) no longer takes part in planning.'),
