@@ -14,6 +14,8 @@
 
 from oslo_config import cfg
 
+from puma_nova.conf import upgrade_levels
+
 GROUP = cfg.OptGroup(
     'puma',
     title='Puma compute driver options',
@@ -156,4 +158,4 @@ def register_opts(conf):
 
 
 def list_opts():
-    return [(GROUP, OPTS)]
+    return [(GROUP, OPTS)] + upgrade_levels.list_opts()

@@ -21,6 +21,8 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_db import options as db_options
 
+from puma_nova.conf import upgrade_levels
+
 scheduler_group = cfg.OptGroup(
     'puma_scheduler', title='Puma datacenter scheduler',
     help='The puma-scheduler service: statistics, lending pairs and '
@@ -124,4 +126,4 @@ def list_opts():
         (nova_group, nova_opts +
          ks_loading.get_session_conf_options() +
          ks_loading.get_auth_common_conf_options()),
-    ]
+    ] + upgrade_levels.list_opts()

@@ -31,10 +31,12 @@ API version history:
 
 from oslo_config import cfg
 
+from puma_nova.conf import upgrade_levels
 from puma_nova import exception
 from puma_nova import rpc
 
 CONF = cfg.CONF
+upgrade_levels.register_opts(CONF)
 
 RPC_API_VERSION = '1.3'
 
@@ -46,14 +48,15 @@ class SchedulerAPI(object):
         [DEFAULT] transport_url; nova-compute passes Nova's own).
     :param timeout: seconds to wait for an answer (default: oslo's).
     :param version_cap: newest version to send, for rolling upgrades
-        (default: RPC_API_VERSION).
+        (default: [upgrade_levels] puma_scheduler, else RPC_API_VERSION).
     """
 
     def __init__(self, transport=None, timeout=None, version_cap=None):
+        cap = (version_cap or CONF.upgrade_levels.puma_scheduler or
+               RPC_API_VERSION)
         self.client = rpc.get_client(
-            transport or rpc.get_transport(CONF), rpc.SCHEDULER_TOPIC,
-            '1.0', version_cap=version_cap or RPC_API_VERSION,
-            timeout=timeout)
+            transport or rpc.get_transport(CONF), rpc.SCHEDULER_TOPIC, '1.0',
+            version_cap=cap, timeout=timeout)
 
     def _prepare(self, version, timeout=None):
         if timeout:

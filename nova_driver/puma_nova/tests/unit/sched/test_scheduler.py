@@ -11,6 +11,7 @@
 # under the License.
 """puma-scheduler's RPC API and planning rounds over an in-process bus."""
 
+from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova.db import api as db_api
 from puma_nova import exception
 from puma_nova.scheduler import rpcapi
@@ -211,6 +212,24 @@ class TestSchedulerRPC(base.TestCase):
         old.release_split(self.ctxt, 'i1')
         self.assertEqual(['released'],
                          [e['state'] for e in db_api.ledger_list(self.ctxt)])
+
+    def test_upgrade_levels_cap_what_is_sent(self):
+        # A scheduler of the previous release still runs: the operator
+        # caps the clients in [upgrade_levels], as Nova's own.
+        self.flags(group='upgrade_levels', puma_scheduler='1.0',
+                   puma_compute='1.0')
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        old = rpcapi.SchedulerAPI(self.rpc.transport)
+        self.assertRaises(exception.SchedulerTooOld, old.release_split,
+                          self.ctxt, 'i1', main_host='m')
+        self.assertFalse(compute_rpcapi.ComputeAPI(
+            self.rpc.transport).client.can_send_version('1.1'))
+        self.flags(group='upgrade_levels', puma_scheduler=None,
+                   puma_compute=None)
+        self.assertTrue(rpcapi.SchedulerAPI(
+            self.rpc.transport).client.can_send_version('1.3'))
+        self.assertTrue(compute_rpcapi.ComputeAPI(
+            self.rpc.transport).client.can_send_version('1.1'))
 
     def test_bad_stats_are_refused_and_change_nothing(self):
         bad = base.stats(100, [base.vm('x')])
