@@ -51,6 +51,75 @@ def get_engine():
     return _context().writer.get_engine()
 
 
+class PlanGuard(object):
+    """The planning lock: one planner at a time, across schedulers.
+
+    ``with guard:`` holds a thread lock, and on MariaDB/MySQL a named lock
+    (GET_LOCK) or on PostgreSQL an advisory lock of the database, on a
+    connection kept for the duration: several puma-scheduler processes
+    sharing the database read the commitments, plan and write the ledger
+    one after the other.  SQLite serves one host only: there the thread
+    lock is all (run one puma-scheduler).
+
+    :param timeout: seconds to wait for another scheduler's lock.
+    """
+
+    def __init__(self, timeout=60):
+        self.timeout = timeout
+        self._local = threading.Lock()
+        self._conn = None
+
+    def _name(self, engine):
+        return 'puma-plan-%s' % (engine.url.database or '')
+
+    def __enter__(self):
+        self._local.acquire()
+        try:
+            engine = get_engine()
+            dialect = engine.dialect.name
+            if dialect in ('mysql', 'postgresql'):
+                conn = engine.connect()
+                try:
+                    if dialect == 'mysql':
+                        got = conn.execute(
+                            sa.text('SELECT GET_LOCK(:n, :t)'),
+                            {'n': self._name(engine),
+                             't': self.timeout}).scalar()
+                    else:
+                        conn.execute(sa.text(
+                            'SELECT pg_advisory_lock(hashtext(:n))'),
+                            {'n': self._name(engine)})
+                        got = 1
+                    if got != 1:
+                        raise exception.PumaException(
+                            'another puma-scheduler held the planning lock '
+                            'for %d s' % self.timeout)
+                except BaseException:
+                    conn.close()
+                    raise
+                self._conn = conn
+        except BaseException:
+            self._local.release()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        conn, self._conn = self._conn, None
+        try:
+            if conn is not None:
+                engine = conn.engine
+                if engine.dialect.name == 'mysql':
+                    conn.execute(sa.text('SELECT RELEASE_LOCK(:n)'),
+                                 {'n': self._name(engine)})
+                else:
+                    conn.execute(sa.text(
+                        'SELECT pg_advisory_unlock(hashtext(:n))'),
+                        {'n': self._name(engine)})
+                conn.close()
+        finally:
+            self._local.release()
+
+
 def _as_dict(row):
     return {c.key: getattr(row, c.key) for c in sa.inspect(row).mapper
             .column_attrs}

@@ -25,7 +25,6 @@ reached is tried again next round.
 
 from concurrent import futures
 import secrets
-import threading
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -87,7 +86,8 @@ class SchedulerManager(object):
 
     def __init__(self, compute_api):
         self.compute = compute_api
-        self._plan_lock = threading.Lock()
+        # One planner at a time, also across schedulers on one database.
+        self._plan_lock = db_api.PlanGuard()
         # host -> the pair list it last accepted.
         self._pushed = {}
 

@@ -16,8 +16,12 @@ locking, transactions and types differ, so the same tests run on the
 tests' private MariaDB server (puma_nova.tests.mariadb).
 """
 
+import threading
+
 import testtools
 
+from puma_nova.db import api as db_api
+from puma_nova import exception
 from puma_nova.tests import mariadb
 from puma_nova.tests.unit.sched import base
 from puma_nova.tests.unit.sched import test_db
@@ -36,3 +40,47 @@ class TestHostReportMariaDB(test_db.TestHostReport):
 @testtools.skipUnless(*mariadb.AVAILABLE)
 class TestLedgerMariaDB(test_db.TestLedger):
     DATABASE = base.MariaDBDatabaseFixture
+
+
+@testtools.skipUnless(*mariadb.AVAILABLE)
+class TestPlanGuardMariaDB(base.TestCase):
+    """Two schedulers (two guards, two connections) plan one at a time."""
+
+    DATABASE = base.MariaDBDatabaseFixture
+
+    def test_second_scheduler_waits_for_the_first(self):
+        first, second = db_api.PlanGuard(), db_api.PlanGuard()
+        entered = threading.Event()
+
+        def other_scheduler():
+            with second:
+                entered.set()
+
+        with first:
+            t = threading.Thread(target=other_scheduler)
+            t.start()
+            # Not a timing: the other scheduler must not get in at all
+            # while the first holds the lock.
+            self.assertFalse(entered.wait(2))
+        self.assertTrue(entered.wait(60))
+        t.join(60)
+
+    def test_a_lock_held_elsewhere_times_out_with_a_clear_error(self):
+        first, second = db_api.PlanGuard(), db_api.PlanGuard(timeout=1)
+        errors = []
+
+        def other_scheduler():
+            try:
+                with second:
+                    pass
+            except exception.PumaException as e:
+                errors.append(str(e))
+
+        with first:
+            t = threading.Thread(target=other_scheduler)
+            t.start()
+            t.join(60)
+        self.assertEqual(['another puma-scheduler held the planning lock '
+                          'for 1 s'], errors)
+        with second:    # released: free again
+            pass
