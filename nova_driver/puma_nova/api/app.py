@@ -27,6 +27,10 @@ import sys
 from keystonemiddleware import auth_token
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_middleware import cors
+from oslo_middleware import healthcheck
+from oslo_middleware import http_proxy_to_wsgi
+from oslo_middleware import request_id
 from oslo_serialization import jsonutils
 import routes
 import webob
@@ -112,6 +116,18 @@ class APIRouter(object):
         return _json(code, doc)
 
 
+def _with_healthcheck(app, conf):
+    """APP, with oslo.middleware's healthcheck answering /healthcheck."""
+    health = healthcheck.Healthcheck(app, conf)
+
+    @webob.dec.wsgify
+    def dispatch(req):
+        if req.path_info.rstrip('/') == '/healthcheck':
+            return req.get_response(health)
+        return req.get_response(app)
+    return dispatch
+
+
 def build_app(scheduler_api=None, nova_client=None, conf=CONF):
     """The WSGI app with its middleware (real clients by default)."""
     controller = v1.Controller(scheduler_api or rpcapi.SchedulerAPI(),
@@ -119,7 +135,17 @@ def build_app(scheduler_api=None, nova_client=None, conf=CONF):
     app = middleware.ContextMiddleware(APIRouter(controller))
     if conf.puma_api.auth_strategy == 'keystone':
         app = auth_token.AuthProtocol(app, {'oslo_config_config': conf})
-    return middleware.FaultWrapper(app)
+    app = middleware.FaultWrapper(app)
+    # oslo.middleware, outside authentication as in Nova's pipeline:
+    # GET /healthcheck for load balancers ([healthcheck] options), a
+    # request id on every answer (x-openstack-request-id, faults
+    # included), CORS for browsers ([cors]), and the client's scheme and
+    # host behind a TLS proxy ([oslo_middleware]
+    # enable_proxy_headers_parsing).
+    app = _with_healthcheck(app, conf)
+    app = request_id.RequestId(app, conf)
+    app = cors.CORS(app, conf)
+    return http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
 
 
 def init_application(argv=None):

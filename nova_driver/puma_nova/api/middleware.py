@@ -68,8 +68,9 @@ class ContextMiddleware(object):
     @webob.dec.wsgify
     def __call__(self, req):
         if CONF.puma_api.auth_strategy == 'noauth':
-            ctxt = context.RequestContext(is_admin=True, overwrite=False,
-                                          roles=['admin'])
+            ctxt = context.RequestContext(
+                is_admin=True, overwrite=False, roles=['admin'],
+                request_id=req.environ.get('openstack.request_id'))
         else:
             if req.headers.get('X-Identity-Status', 'Invalid') != \
                     'Confirmed':

@@ -20,6 +20,7 @@ import socket
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_db import options as db_options
+from oslo_middleware import cors
 
 from puma_nova.conf import upgrade_levels
 
@@ -117,6 +118,8 @@ def register_opts(conf):
     ks_loading.register_session_conf_options(conf, nova_group.name)
     ks_loading.register_auth_conf_options(conf, nova_group.name)
     db_options.set_defaults(conf, connection='sqlite:///puma.sqlite')
+    # puma-api's CORS middleware reads [cors] (oslo.middleware).
+    conf.register_opts(cors.CORS_OPTS, group='cors')
 
 
 def list_opts():

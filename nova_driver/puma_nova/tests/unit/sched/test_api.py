@@ -329,3 +329,34 @@ class TestAPIAuth(base.TestCase):
         headers['X-Roles'] = 'member,admin'
         self.assertEqual([], inner.get('/v1/hosts',
                                        headers=headers).json['hosts'])
+
+    def test_healthcheck_without_a_token(self):
+        # Load balancers ask without credentials; the API itself still
+        # wants a token.
+        self.flags(group='puma_api', auth_strategy='keystone')
+        self.flags(group='keystone_authtoken',
+                   www_authenticate_uri='http://keystone.invalid/identity')
+        api = self._app()
+        api.get('/healthcheck', status=200)
+        api.get('/v1/hosts', status=401)
+
+    def test_every_answer_has_a_request_id(self):
+        self.flags(group='puma_api', auth_strategy='noauth')
+        api = self._app()
+        for path, status in (('/v1', 200), ('/v1/nothing', 404)):
+            resp = api.get(path, status=status)
+            self.assertTrue(resp.headers['x-openstack-request-id']
+                            .startswith('req-'), resp.headers)
+
+    def test_cors_preflight_for_an_allowed_origin(self):
+        self.flags(group='puma_api', auth_strategy='noauth')
+        self.flags(group='cors', allowed_origin=['https://dash.example'])
+        resp = self._app().options('/v1/hosts', headers={
+            'Origin': 'https://dash.example',
+            'Access-Control-Request-Method': 'GET'})
+        self.assertEqual('https://dash.example',
+                         resp.headers['Access-Control-Allow-Origin'])
+        resp = self._app().options('/v1/hosts', headers={
+            'Origin': 'https://evil.example',
+            'Access-Control-Request-Method': 'GET'}, status='*')
+        self.assertNotIn('Access-Control-Allow-Origin', resp.headers)
