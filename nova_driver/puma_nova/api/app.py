@@ -36,6 +36,7 @@ import routes
 import webob
 import webob.dec
 
+from puma_nova.api import microversion
 from puma_nova.api import middleware
 from puma_nova.api import nova
 from puma_nova.api import v1
@@ -57,8 +58,11 @@ ROUTES = (
 )
 MAX_BODY = 64 * 1024
 
-VERSIONS = {'versions': [{'id': 'v1', 'status': 'CURRENT',
-                          'links': [{'rel': 'self', 'href': '/v1'}]}]}
+VERSIONS = {'versions': [{
+    'id': 'v1', 'status': 'CURRENT',
+    'min_version': microversion.text(microversion.MIN_VERSION),
+    'version': microversion.text(microversion.MAX_VERSION),
+    'links': [{'rel': 'self', 'href': '/v1'}]}]}
 
 
 def _json(code, doc):
@@ -94,6 +98,15 @@ class APIRouter(object):
 
     @webob.dec.wsgify
     def __call__(self, req):
+        version = microversion.requested(req.headers)
+        req.environ['puma.api_version'] = version
+        resp = self._dispatch(req)
+        resp.headers[microversion.HEADER] = '%s %s' % (
+            microversion.SERVICE_TYPE, microversion.text(version))
+        resp.headers.add('Vary', microversion.HEADER)
+        return resp
+
+    def _dispatch(self, req):
         path = req.path_info.rstrip('/') or '/'
         if path in ('/', '/v1') and req.method == 'GET':
             return _json(200, VERSIONS)

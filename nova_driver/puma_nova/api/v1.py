@@ -19,8 +19,9 @@ GET  /v1/ledger             split-migration ledger
 POST /v1/ledger/ID/release  release a planned or failed entry
 POST /v1/split-migrations   {"server": ID or name, "host": optional}
 
-Every list takes ?limit=&marker= and answers one page; when more rows
-follow, NAME_links holds a "next" link (as Nova's lists do).
+Since microversion 1.1 (puma_nova.api.microversion) every list takes
+?limit=&marker= and answers one page; when more rows follow, NAME_links
+holds a "next" link (as Nova's lists do).
 """
 
 import urllib.parse
@@ -28,6 +29,7 @@ import urllib.parse
 from oslo_log import log as logging
 import oslo_messaging as messaging
 
+from puma_nova.api import microversion
 from puma_nova.api import schemas
 from puma_nova.db import api as db_api
 from puma_nova import exception
@@ -92,6 +94,15 @@ class Controller(object):
         sees every row instead of a silent cut at max_limit.
         """
         query = dict(req.GET)
+        limit = min(int(query.get('limit', conf.puma_api.max_limit)),
+                    conf.puma_api.max_limit)
+        if req.environ.get('puma.api_version',
+                           microversion.MIN_VERSION) < (1, 1):
+            if 'limit' in query or 'marker' in query:
+                raise exception.Invalid('limit and marker need API '
+                                        'microversion 1.1')
+            # 1.0: the first max_limit rows, as it always answered.
+            return {name: [_view(r, fields) for r in rows[:limit]]}
         key = PAGE_KEYS[name]
         start = 0
         if 'marker' in query:
@@ -100,8 +111,6 @@ class Controller(object):
                 raise exception.Invalid('marker %s not found'
                                         % query['marker'])
             start = keys.index(query['marker']) + 1
-        limit = min(int(query.get('limit', conf.puma_api.max_limit)),
-                    conf.puma_api.max_limit)
         page = rows[start:start + limit]
         body = {name: [_view(r, fields) for r in page]}
         if start + limit < len(rows):

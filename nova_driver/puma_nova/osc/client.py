@@ -18,6 +18,10 @@ from keystoneauth1 import exceptions as ks_exc
 from osc_lib import exceptions
 
 
+# The puma-api microversion this client speaks (paged lists: 1.1).
+API_VERSION = '1.1'
+
+
 class Client(object):
 
     def __init__(self, session, service_type='memory-pool',
@@ -25,7 +29,8 @@ class Client(object):
         self.http = adapter.Adapter(session, service_type=service_type,
                                     interface=interface,
                                     region_name=region_name,
-                                    endpoint_override=endpoint_override)
+                                    endpoint_override=endpoint_override,
+                                    default_microversion=API_VERSION)
 
     def _request(self, method, url, **kwargs):
         try:

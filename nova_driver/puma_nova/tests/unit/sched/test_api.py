@@ -26,6 +26,7 @@ from puma_nova import exception
 from puma_nova.tests.unit.sched import base
 
 UUID = '8f0a3c52-3a36-4c38-9d2b-5f5b1c9a0001'
+V1_1 = {'OpenStack-API-Version': 'memory-pool 1.1'}
 
 
 class FakeNova(nova.NovaClient):
@@ -258,45 +259,76 @@ class TestAPI(base.TestCase):
         self.assertNotIn('key', pairs[0])
 
     def test_pages_follow_markers_to_the_end(self):
-        body = self.app.get('/v1/hosts?limit=2').json
+        body = self.app.get('/v1/hosts?limit=2', headers=V1_1).json
         self.assertEqual(['m', 'near'], [h['name'] for h in body['hosts']])
         (link,) = body['hosts_links']
         self.assertEqual('next', link['rel'])
         self.assertEqual('http://localhost/v1/hosts?limit=2&marker=near',
                          link['href'])
-        body = self.app.get(link['href']).json
+        body = self.app.get(link['href'], headers=V1_1).json
         self.assertEqual(['src'], [h['name'] for h in body['hosts']])
         self.assertNotIn('hosts_links', body)
         # Filters stay in the next link.
         for i in range(3):
             db_api.ledger_create(self.ctxt, 'vm%d' % i, 'p1', 'm', 'near',
                                  512, 512)
-        body = self.app.get('/v1/ledger?host=near&limit=1').json
+        body = self.app.get('/v1/ledger?host=near&limit=1',
+                            headers=V1_1).json
         href = body['ledger_links'][0]['href']
         self.assertIn('host=near', href)
         ids = [e['id'] for e in body['ledger']]
         while 'ledger_links' in body:
-            body = self.app.get(body['ledger_links'][0]['href']).json
+            body = self.app.get(body['ledger_links'][0]['href'],
+                                headers=V1_1).json
             ids += [e['id'] for e in body['ledger']]
         self.assertEqual(sorted(ids), ids)
         self.assertEqual(3, len(set(ids)))
 
     def test_max_limit_pages_instead_of_cutting(self):
+        # 1.0, as before 1.1: the first max_limit rows, no paging.
         self.flags(group='puma_api', max_limit=2)
         body = self.app.get('/v1/hosts').json
+        self.assertEqual(['hosts'], list(body))
+        self.assertEqual(2, len(body['hosts']))
+        r = self.app.get('/v1/hosts?limit=1', status=400)
+        self.assertIn('microversion 1.1', r.json['error']['message'])
+        # 1.1: pages instead of a silent cut.
+        body = self.app.get('/v1/hosts', headers=V1_1).json
         self.assertEqual(2, len(body['hosts']))
         self.assertIn('hosts_links', body)
-        body = self.app.get('/v1/hosts?limit=50').json
+        body = self.app.get('/v1/hosts?limit=50', headers=V1_1).json
         self.assertEqual(2, len(body['hosts']))
         self.assertIn('limit=2', body['hosts_links'][0]['href'])
 
     def test_bad_pages(self):
         for query in ('limit=0', 'limit=x', 'limit=-1', 'marker=',
                       'marker=nosuchhost'):
-            r = self.app.get('/v1/hosts?' + query, status=400)
+            r = self.app.get('/v1/hosts?' + query, status=400, headers=V1_1)
             self.assertIn('invalid' if 'nosuch' not in query else
                           'marker nosuchhost not found',
                           r.json['error']['message'], query)
+
+    def test_microversions(self):
+        r = self.app.get('/v1/hosts')
+        self.assertEqual('memory-pool 1.0',
+                         r.headers['OpenStack-API-Version'])
+        self.assertIn('OpenStack-API-Version', r.headers['Vary'])
+        for asked, answered in (('memory-pool 1.1', '1.1'),
+                                ('memory-pool latest', '1.1'),
+                                ('compute 2.90, memory-pool 1.0', '1.0')):
+            r = self.app.get('/v1/hosts',
+                             headers={'OpenStack-API-Version': asked})
+            self.assertEqual('memory-pool ' + answered,
+                             r.headers['OpenStack-API-Version'], asked)
+        r = self.app.get('/v1/hosts', status=406,
+                         headers={'OpenStack-API-Version': 'memory-pool 1.9'})
+        self.assertIn('serves 1.0 to 1.1', r.json['error']['message'])
+        for bad in ('memory-pool 1', 'memory-pool 1.01', 'memory-pool x'):
+            self.app.get('/v1/hosts', status=400,
+                         headers={'OpenStack-API-Version': bad})
+        (v1_doc,) = self.app.get('/').json['versions']
+        self.assertEqual(('1.0', '1.1'), (v1_doc['min_version'],
+                                          v1_doc['version']))
 
 
 class TestAPIAuth(base.TestCase):
