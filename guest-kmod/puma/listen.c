@@ -36,15 +36,10 @@ static DEFINE_MUTEX(puma_listen_mutex);
 static struct socket *puma_lsock;
 static struct task_struct *puma_lthread;
 
-static bool puma_peer_ended(const struct puma_peer *p, const void *arg)
-{
-	return p->lender_side && READ_ONCE(p->dead);
-}
-
 /* Free lender-side peers whose connection ended. */
 static void puma_reap(void)
 {
-	puma_peer_stop_each(puma_peer_ended, NULL);
+	puma_peer_stop_each(PUMA_PEERS_ENDED);
 }
 
 /*

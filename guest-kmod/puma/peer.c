@@ -527,15 +527,30 @@ int puma_peer_del(const char *spec)
 	return p ? 0 : -ENOENT;
 }
 
+/* Does @which select @p?  Caller holds puma_peers_lock. */
+static bool puma_peer_selected(const struct puma_peer *p,
+			       enum puma_peer_which which)
+{
+	lockdep_assert_held(&puma_peers_lock);
+	switch (which) {
+	case PUMA_PEERS_LENDER_SIDE:
+		return p->lender_side;
+	case PUMA_PEERS_BORROWER_SIDE:
+		return !p->lender_side;
+	case PUMA_PEERS_ENDED:
+		return p->lender_side && READ_ONCE(p->dead);
+	default:
+		return true;
+	}
+}
+
 /**
- * puma_peer_stop_each - stop every peer @match selects
- * @match: called under puma_peers_lock with each peer and @arg
- * @arg: for @match
+ * puma_peer_stop_each - stop every peer @which selects
+ * @which: all, one side, or the lender-side peers whose connection ended
  *
  * Takes puma_peers_mutex; each peer selected goes as with puma_peer_del().
  */
-void puma_peer_stop_each(bool (*match)(const struct puma_peer *p,
-				       const void *arg), const void *arg)
+void puma_peer_stop_each(enum puma_peer_which which)
 {
 	unsigned long flags;
 	int id;
@@ -546,18 +561,13 @@ void puma_peer_stop_each(bool (*match)(const struct puma_peer *p,
 
 		spin_lock_irqsave(&puma_peers_lock, flags);
 		p = puma_peers[id];
-		if (p && !match(p, arg))
+		if (p && !puma_peer_selected(p, which))
 			p = NULL;
 		spin_unlock_irqrestore(&puma_peers_lock, flags);
 		if (p)
 			puma_peer_stop(p);
 	}
 	mutex_unlock(&puma_peers_mutex);
-}
-
-static bool puma_peer_on_side(const struct puma_peer *p, const void *arg)
-{
-	return p->lender_side == *(const bool *)arg;
 }
 
 /**
@@ -571,7 +581,8 @@ static bool puma_peer_on_side(const struct puma_peer *p, const void *arg)
  */
 void puma_peer_stop_side(bool lender_side)
 {
-	puma_peer_stop_each(puma_peer_on_side, &lender_side);
+	puma_peer_stop_each(lender_side ? PUMA_PEERS_LENDER_SIDE :
+					  PUMA_PEERS_BORROWER_SIDE);
 }
 
 static const char *const puma_state_names[] = {
@@ -616,14 +627,9 @@ int puma_peer_init(void)
 	return puma_tx_init();
 }
 
-static bool puma_peer_any(const struct puma_peer *p, const void *arg)
-{
-	return true;
-}
-
 void puma_peer_exit(void)
 {
 	puma_listen_set(false);
-	puma_peer_stop_each(puma_peer_any, NULL);
+	puma_peer_stop_each(PUMA_PEERS_ALL);
 	puma_tx_exit();
 }

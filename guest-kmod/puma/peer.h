@@ -96,8 +96,14 @@ struct puma_peer *puma_peer_find(int id);
 struct puma_peer *puma_peer_alloc(bool lender_side);
 int puma_peer_start(struct puma_peer *p, struct socket *sock);
 void puma_peer_stop(struct puma_peer *p);
-void puma_peer_stop_each(bool (*match)(const struct puma_peer *p,
-				       const void *arg), const void *arg);
+/* Which peers puma_peer_stop_each() stops. */
+enum puma_peer_which {
+	PUMA_PEERS_ALL,
+	PUMA_PEERS_LENDER_SIDE,		/* we lend to them */
+	PUMA_PEERS_BORROWER_SIDE,	/* we borrow from them */
+	PUMA_PEERS_ENDED,		/* lender side, connection over */
+};
+void puma_peer_stop_each(enum puma_peer_which which);
 void puma_peer_put(struct puma_peer *p);
 
 /* tx.c */
