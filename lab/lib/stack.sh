@@ -134,6 +134,11 @@ stack_key()
 build_component()
 {
 	local pkg=$1 glob=$2 series=$3 configure=$4 ver key base sid tried=
+	# No series file is not an empty series: a checkout removed or
+	# half-copied under a running setup must not build (and publish, and
+	# prune the good build for) an unpatched stack.
+	[ -f "$series/series" ] ||
+		die "$series/series is missing: not building $pkg without its patch series"
 	for ver in $(src_version_candidates "$pkg" "$glob"); do
 		key=$(stack_key "$pkg" "$ver" "$series" "$configure")
 		base=$PUMA_CACHE/$pkg/$key

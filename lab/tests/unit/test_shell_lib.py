@@ -188,3 +188,17 @@ def test_kvm_source_version_from_the_source_field(tmp_path):
                  **fake_kernel(tmp_path, 'linux (6.12.95-2~bpo12+1)'))
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == '6.12.95-2~bpo12+1'
+
+
+def test_a_missing_series_file_builds_nothing(tmp_path):
+    # What a checkout deleted under a running lab/setup looked like: the
+    # patches directory gone.  Nothing may be built, published or pruned.
+    cache = tmp_path / 'cache'
+    good = cache / 'qemu' / 'k1'
+    good.mkdir(parents=True)
+    (good / 'good').write_text('')
+    p = stack_sh('build_component qemu "1:10.0.*" %s true'
+                 % (tmp_path / 'gone'), PUMA_CACHE=str(cache))
+    assert p.returncode != 0
+    assert 'series is missing: not building qemu' in p.stderr, p.stderr
+    assert sorted(os.listdir(cache / 'qemu')) == ['k1']
