@@ -52,11 +52,17 @@ def verified(g, pid):
 
 
 def wait_state(g, want, timeout=180):
+    """QEMU's run state WANT ('running', 'paused'), and libvirt's too.
+
+    With virsh, libvirt takes the state from QEMU's events a little
+    later, and refuses guest-agent commands while it still says paused.
+    """
     deadline = time.monotonic() + timeout
     state = None
     while time.monotonic() < deadline:
         state = g.running()
-        if state == want:
+        if state == want and (not hasattr(g, 'state_reason') or
+                              g.state_reason().split()[0] == want):
             return state
         time.sleep(0.5)
     raise AssertionError('guest %s is %s, not %s, after %ds'
