@@ -104,6 +104,24 @@ require_root()
 	[ "$(id -u)" = 0 ] || die "the lab needs root (network namespaces, libvirtd)"
 }
 
+# stop_pidfile FILE COMM - TERM the PID in FILE if it still is a COMM process
+# (never a reused PID), KILL it after 30 s, forget it.
+stop_pidfile()
+{
+	local file=$1 comm=$2 pid i
+	[ -f "$file" ] || return 0
+	pid=$(cat "$file")
+	if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] &&
+		kill -TERM "$pid" 2>/dev/null; then
+		for i in $(seq 1 60); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.5
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$file"
+}
+
 # content_hash FILE|DIR... - stable sha256 over names and contents.
 content_hash()
 {

@@ -77,16 +77,5 @@ GRANT ALL PRIVILEGES ON \`$2\`.* TO '$3'@'%';"
 # stop_mariadb DIR - stop the server started in DIR (idempotent).
 stop_mariadb()
 {
-	local dir=$1 pid i
-	[ -f "$dir/mariadb.pid" ] || return 0
-	pid=$(cat "$dir/mariadb.pid")
-	if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = mariadbd ] &&
-		kill -TERM "$pid" 2>/dev/null; then
-		for i in $(seq 1 60); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.5
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	rm -f "$dir/mariadb.pid"
+	stop_pidfile "$1/mariadb.pid" mariadbd
 }

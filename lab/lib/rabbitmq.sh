@@ -95,31 +95,13 @@ start_rabbitmq()
 	die "RabbitMQ in $dir did not open port $port in 120 s"
 }
 
-# _stop_pid FILE COMM - TERM the PID in FILE if it still is a COMM process
-# (never a reused PID), KILL it after 30 s, forget it.
-_stop_pid()
-{
-	local file=$1 comm=$2 pid i
-	[ -f "$file" ] || return 0
-	pid=$(cat "$file")
-	if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$comm" ] &&
-		kill -TERM "$pid" 2>/dev/null; then
-		for i in $(seq 1 60); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.5
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	rm -f "$file"
-}
-
 # stop_rabbitmq DIR - stop the broker started in DIR (idempotent).
 stop_rabbitmq()
 {
 	local dir=$1
 	# The wrapper script forwards TERM to the node and waits for it;
 	# beam.pid (written by the node) catches a node that outlived it.
-	_stop_pid "$dir/rabbitmq.pid" rabbitmq-server
-	_stop_pid "$dir/beam.pid" beam.smp
-	_stop_pid "$dir/epmd.pid" epmd
+	stop_pidfile "$dir/rabbitmq.pid" rabbitmq-server
+	stop_pidfile "$dir/beam.pid" beam.smp
+	stop_pidfile "$dir/epmd.pid" epmd
 }
