@@ -43,6 +43,22 @@ ALIVE_EVERY = 15
 # The lab init's ready line on an L2 console, release included: what
 # follows the release shows the line was not cut at the end of the file.
 READY_LINE = re.compile(r'puma-guest: ready [^\s\[]+(?=[\s\[])')
+# What a guest kernel prints when it dies on its own: an L2 guest that
+# rebooted after one of these failed, it did not lose its machine.
+KERNEL_DEATH = ('Kernel panic', 'BUG:', 'Oops', 'general protection',
+                'Call Trace')
+
+
+class MachineFault(errors.LabError):
+    """The emulated machine failed under a guest, not the guest's code.
+
+    A kernel host's QEMU ended (a reset under ``-no-reboot``: a triple
+    fault) or its agent stopped answering, or an L2 guest started booting
+    again with no panic or oops on its console before (KVM's shutdown
+    exit, a triple fault).  Both happen
+    under Debian's KVM as under ours, with no Puma module loaded
+    (docs/lab.md, "Kernel hosts"): TCG's emulation of nested SVM.
+    """
 
 
 class KernelHost(vm.Guest):
@@ -82,7 +98,42 @@ class KernelHost(vm.Guest):
         except errors.LabError as e:
             if 'agent' not in str(e):
                 raise
+            if not self.alive():
+                raise MachineFault(str(self._diagnose(
+                    'QEMU ended (%d): the kernel host reset under '
+                    '-no-reboot; %s' % (self.proc.returncode, e)))) from e
             raise self._diagnose(str(e)) from e
+
+    def alive(self):
+        """Whether the kernel host's QEMU still runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def answers(self):
+        """Whether the kernel host runs and its agent answers."""
+        if not self.alive():
+            return False
+        try:
+            self.run('true', timeout=60)
+        except errors.LabError:
+            return False
+        return True
+
+    def restart(self):
+        """A new kernel host in place of one whose QEMU ended.
+
+        Its console so far is kept beside the new one (``console.log.N``);
+        KVM is loaded again as it was (ours or Debian's).
+        """
+        patched = self.kvm_patched
+        self.stop()
+        n = 1
+        while os.path.exists('%s.%d' % (self.console_log, n)):
+            n += 1
+        if os.path.exists(self.console_log):
+            os.rename(self.console_log, '%s.%d' % (self.console_log, n))
+        self.kvm_ready = self.kvm_patched = False
+        self.start().wait_booted()
+        return self.load_kvm(patched=patched)
 
     def load_kvm(self, patched=False):
         """Load KVM: Debian's kvm_amd, or with PATCHED ours.
@@ -330,11 +381,48 @@ class NestedGuest:
                                  self.console()[-2000:]))
 
     def run(self, command, timeout=120, check=True):
-        return self.agent.run(command, timeout=timeout, check=check)
+        try:
+            return self.agent.run(command, timeout=timeout, check=check)
+        except MachineFault:
+            raise
+        except errors.LabError as e:
+            fault = self.machine_fault()
+            if not fault and not self.host.answers():
+                fault = ('its kernel host does not answer:\n%s'
+                         % self.host._diagnose('agent silent'))
+            if fault:
+                raise MachineFault('L2 guest %s in %s: %s; %s'
+                                   % (self.name, self.host.name, fault,
+                                      e)) from e
+            raise
+
+    def boots(self):
+        """How many times the L2 kernel started on this console."""
+        return self.console().count('Linux version ')
+
+    def machine_fault(self):
+        """Why the L2 guest's machine failed under it, or None.
+
+        It did if its kernel started again without a panic or an oops
+        before (the lab's init never reboots).
+        """
+        lines = self.console().splitlines()
+        starts = [i for i, line in enumerate(lines)
+                  if 'Linux version ' in line]
+        if len(starts) < 2:
+            return None
+        before = lines[starts[-2]:starts[-1]]
+        if any(m in line for line in before for m in KERNEL_DEATH):
+            return None
+        return ('it reset with nothing on its console (boot %d began '
+                'after "%s")' % (len(starts), before[-1].strip()[-160:]))
 
     def tlb_ipis(self):
         """TLB shootdown IPIs the guest received, summed over its CPUs."""
         return vm.tlb_ipis(self.run('cat /proc/interrupts').out, self.name)
 
     def stop(self):
-        self.host.chroot('kill "$(cat %s)" 2>/dev/null; true' % self.pidfile)
+        # An L2 guest ends with its kernel host.
+        if self.host.alive():
+            self.host.chroot('kill "$(cat %s)" 2>/dev/null; true'
+                             % self.pidfile)

@@ -14,13 +14,22 @@ two: remote TLB flushes become hypercalls that KVM's own statistics
 count, the guest receives no TLB IPIs for them, and tlbstorm's checkers
 see no stale translation.  Under Debian's KVM the same QEMU command line
 gives the guest no Shoot4U (KVM does not offer the feature).
+
+TCG's emulation of nested SVM sometimes loses the machine under an SMP L2
+guest that sends many IPIs (a kernel host's triple fault, an L2 guest's
+silent reset; seen under Debian's KVM as under ours, docs/lab.md).  A
+Shoot4U run that loses its machine that way is made again on a new one
+(at most MACHINE_ATTEMPTS in all), with a warning that names the fault.
 """
 
 import os
 import shutil
+import time
+import warnings
 
 import pytest
 
+from puma_lab import errors
 from puma_lab import kernel_host
 from puma_lab import kmod
 from puma_lab import lab as lab_mod
@@ -34,6 +43,8 @@ S4U_CPU = ('host,kvm-pv-tlb-flush=off,kvm-pv-ipi=off,kvm-pv-unhalt=off,'
            'kvm-pv-sched-yield=off,kvm-asyncpf-int=off,kvm-shoot4u=on')
 OPS = 300
 WORKLOAD = 'tlbstorm -n %d' % OPS
+# Tries of a Shoot4U run on machines that fail under it (MachineFault).
+MACHINE_ATTEMPTS = 3
 
 
 @pytest.fixture(scope='module')
@@ -115,36 +126,82 @@ def test_kvm_selftest_pv_features(host):
     assert 'testing hcall: KVM_HC_SHOOT4U (21300)' in out, out
 
 
+def shoot4u_run(host, kernel):
+    """tlbstorm natively, then with Shoot4U, in one 4-vCPU L2 guest.
+
+    Four vCPUs on the kernel host's two.  Returns what the test checks.
+    """
+    g = shoot4u_guest(host, kernel, vcpus=4)
+    r = {}
+    try:
+        g.start().wait_booted()
+        r['hypervisor'] = 'Hypervisor detected: KVM' in g.run('dmesg').out
+        # Native first: the workload makes the guest send TLB IPIs.
+        before = g.tlb_ipis()
+        r['native_out'] = g.run(WORKLOAD, timeout=600).out
+        r['native_ipis'] = g.tlb_ipis() - before
+
+        g.run('insmod /mnt/host/shoot4u.ko')
+        kvm0, before = host.kvm_stat('shoot4u'), g.tlb_ipis()
+        r['out'] = g.run(WORKLOAD, timeout=600).out
+        r['s4u_ipis'] = g.tlb_ipis() - before
+        r['hypercalls'] = host.kvm_stat('shoot4u') - kvm0
+        r['stats'] = dict(line.split(':', 1) for line in g.run(
+            'cd /sys/kernel/shoot4u && grep . *').out.splitlines())
+        r['dmesg'] = g.run('dmesg').out
+    except kernel_host.MachineFault:
+        # The failed guest's console stays with the lab's logs.
+        if os.path.exists(g.console_path):
+            os.rename(g.console_path, '%s.failed-%d'
+                      % (g.console_path, time.time()))
+        try:
+            g.stop()
+        except errors.LabError:
+            pass  # a kernel host that does not answer is made anew
+        raise
+    except BaseException:
+        g.stop()
+        raise
+    g.stop()
+    return r
+
+
+def on_a_machine_that_holds(host, run, *args):
+    """RUN(host, *ARGS), again on a new machine after a MachineFault.
+
+    A machine fault is a silent reset: a guest that dies on its own (a
+    panic, an oops, a BUG) or a wrong result is never retried, and a
+    missed Shoot4U flush shows as tlbstorm violations or an oops, not as
+    a reset (it touches user mappings only).  The faults are TCG's
+    (docs/lab.md); each one is a warning in the test report.
+    """
+    for attempt in range(1, MACHINE_ATTEMPTS + 1):
+        try:
+            return run(host, *args)
+        except kernel_host.MachineFault as e:
+            if attempt == MACHINE_ATTEMPTS:
+                raise
+            warnings.warn('machine fault %d of at most %d, once more on a '
+                          'new machine: %s'
+                          % (attempt, MACHINE_ATTEMPTS - 1, e))
+            if not host.answers():
+                host.restart()
+
+
 @pytest.mark.parametrize('kernel', paths.KERNELS)
 def test_shoot4u_under_our_kvm(host, kernel):
     if not host.kvm_patched:
         host.load_kvm(patched=True)
-    # Four vCPUs on the kernel host's two.
-    g = shoot4u_guest(host, kernel, vcpus=4)
-    try:
-        g.start().wait_booted()
-        assert 'Hypervisor detected: KVM' in g.run('dmesg').out
-        # Native first: the workload makes the guest send TLB IPIs.
-        before = g.tlb_ipis()
-        out = g.run(WORKLOAD, timeout=600).out
-        native_ipis = g.tlb_ipis() - before
-        assert 'violations=0' in out, out
-        assert native_ipis >= OPS
-
-        g.run('insmod /mnt/host/shoot4u.ko')
-        kvm0, before = host.kvm_stat('shoot4u'), g.tlb_ipis()
-        out = g.run(WORKLOAD, timeout=600).out
-        s4u_ipis = g.tlb_ipis() - before
-        kvm1 = host.kvm_stat('shoot4u')
-        stats = dict(line.split(':', 1) for line in g.run(
-            'cd /sys/kernel/shoot4u && grep . *').out.splitlines())
-        dmesg = g.run('dmesg').out
-    finally:
-        g.stop()
+    r = on_a_machine_that_holds(host, shoot4u_run, kernel)
+    assert r['hypervisor'], r
+    assert 'violations=0' in r['native_out'], r['native_out']
+    assert r['native_ipis'] >= OPS, r
+    out, stats, dmesg = r['out'], r['stats'], r['dmesg']
+    s4u_ipis, native_ipis = r['s4u_ipis'], r['native_ipis']
     assert 'violations=0' in out, out
     # Every read-only flip is at least one remote flush: KVM counted a
     # hypercall for each, and the guest module agrees.
-    assert kvm1 - kvm0 >= OPS, (kvm0, kvm1)
+    assert r['hypercalls'] >= OPS, r['hypercalls']
     assert int(stats['hypercall_errors']) == 0, stats
     # IPIs remain only for flushes that free page tables (GUP-fast rule).
     assert s4u_ipis <= int(stats['ipi_freed_tables']) * 3, \

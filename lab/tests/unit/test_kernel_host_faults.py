@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A lost machine under an L2 guest is told apart from a failing guest."""
+
+import pytest
+
+from puma_lab import errors
+from puma_lab import kernel_host
+
+BOOT = ('[    0.000000] Linux version 6.1.0-56-amd64 (debian-kernel@...)\n'
+        '[    1.000000] smp: Bringing up secondary CPUs ...\n'
+        'puma-guest: ready 6.1.0-56-amd64\n')
+
+
+class FailingAgent:
+    def run(self, command, timeout, check):
+        raise errors.LabError('guest l2: agent guest-exec-status failed: '
+                              'timed out')
+
+
+class Host:
+    name = 'kh'
+
+    def __init__(self, alive=True, answers=True):
+        self._alive = alive
+        self._answers = answers
+
+    def alive(self):
+        return self._alive
+
+    def answers(self):
+        return self._alive and self._answers
+
+    def _diagnose(self, why):
+        return 'guest kh: %s\n--- console: rcu: INFO: rcu_preempt ' \
+            'self-detected stall on CPU' % why
+
+
+def guest(tmp_path, console, host_alive=True, host_answers=True):
+    g = object.__new__(kernel_host.NestedGuest)
+    g.name = 'l2'
+    g.host = Host(host_alive, host_answers)
+    g.agent = FailingAgent()
+    g.console_path = str(tmp_path / 'l2.console.log')
+    (tmp_path / 'l2.console.log').write_text(console)
+    return g
+
+
+def test_one_boot_is_no_machine_fault(tmp_path):
+    g = guest(tmp_path, BOOT)
+    assert g.machine_fault() is None
+    with pytest.raises(errors.LabError) as e:
+        g.run('true')
+    assert not isinstance(e.value, kernel_host.MachineFault)
+
+
+def test_a_silent_reset_is_a_machine_fault(tmp_path):
+    g = guest(tmp_path, BOOT + BOOT[:60])
+    assert 'reset with nothing on its console' in g.machine_fault()
+    assert 'boot 2 began after "puma-guest: ready' in g.machine_fault()
+    with pytest.raises(kernel_host.MachineFault, match='L2 guest l2 in kh'):
+        g.run('true')
+
+
+@pytest.mark.parametrize('death', ['Kernel panic - not syncing: Fatal',
+                                   'BUG: kernel NULL pointer dereference',
+                                   'Oops: 0000 [#1] PREEMPT SMP'])
+def test_a_reboot_after_a_guest_death_is_the_guests_fault(tmp_path, death):
+    g = guest(tmp_path, BOOT + '[    9.0] %s\n' % death + BOOT)
+    assert g.machine_fault() is None
+    with pytest.raises(errors.LabError) as e:
+        g.run('true')
+    assert not isinstance(e.value, kernel_host.MachineFault)
+
+
+def test_no_l2_is_stopped_in_a_kernel_host_that_ended(tmp_path):
+    g = guest(tmp_path, BOOT, host_alive=False)
+    g.stop()  # would ask the ended kernel host's agent otherwise
+
+
+def test_a_kernel_host_that_does_not_answer_is_a_machine_fault(tmp_path):
+    g = guest(tmp_path, BOOT, host_answers=False)
+    with pytest.raises(kernel_host.MachineFault,
+                       match='(?s)its kernel host does not answer.*stall'):
+        g.run('true')
