@@ -35,6 +35,11 @@ from puma_nova import context as puma_context
 EXECUTOR = 'threading'
 SCHEDULER_TOPIC = 'puma-scheduler'
 COMPUTE_TOPIC = 'puma-compute'
+# Nova's services default [DEFAULT] control_exchange to 'nova'
+# (nova.config.parse_args), and the Puma driver in nova-compute talks
+# through Nova's transport: Puma's own services default to the same
+# exchange, or their topics and nova-compute's never meet.
+CONTROL_EXCHANGE = 'nova'
 
 _TRANSPORTS = {}
 
@@ -57,6 +62,11 @@ class ContextSerializer(messaging.Serializer):
 
 def get_serializer():
     return ContextSerializer()
+
+
+def set_defaults():
+    """Before parsing a Puma service's configuration: Nova's exchange."""
+    messaging.set_transport_defaults(control_exchange=CONTROL_EXCHANGE)
 
 
 def get_transport(conf, url=None):

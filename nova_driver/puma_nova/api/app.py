@@ -43,6 +43,7 @@ from puma_nova.api import v1
 from puma_nova.conf import scheduler as sched_conf
 from puma_nova import exception
 from puma_nova import policy
+from puma_nova import rpc
 from puma_nova.scheduler import rpcapi
 
 CONF = cfg.CONF
@@ -165,6 +166,7 @@ def init_application(argv=None):
     """WSGI entry point (puma-api-wsgi, uwsgi, mod_wsgi)."""
     sched_conf.register_opts(CONF)
     logging.register_options(CONF)
+    rpc.set_defaults()
     CONF(sys.argv[1:] if argv is None else argv, project='puma',
          prog='puma-api')
     logging.setup(CONF, 'puma-api')

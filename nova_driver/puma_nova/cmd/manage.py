@@ -103,6 +103,7 @@ def main(argv=None):
     sched_conf.register_opts(CONF)
     CONF.register_cli_opt(cfg.SubCommandOpt('command', handler=_add_parsers,
                                             title='commands'))
+    rpc.set_defaults()
     CONF(sys.argv[1:] if argv is None else argv, project='puma',
          prog='puma-manage')
     CONF.command.func()

@@ -23,6 +23,7 @@ from oslo_log import log as logging  # noqa: E402
 from oslo_service import service as os_service  # noqa: E402
 
 from puma_nova.conf import scheduler as sched_conf  # noqa: E402
+from puma_nova import rpc  # noqa: E402
 from puma_nova.scheduler import service  # noqa: E402
 
 CONF = cfg.CONF
@@ -66,6 +67,7 @@ class SchedulerWorker(os_service.ServiceBase):
 def main(argv=None):
     sched_conf.register_opts(CONF)
     logging.register_options(CONF)
+    rpc.set_defaults()
     CONF(sys.argv[1:] if argv is None else argv, project='puma',
          prog='puma-scheduler')
     logging.setup(CONF, 'puma-scheduler')
