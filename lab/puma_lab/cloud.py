@@ -51,9 +51,9 @@ COMPUTES = ('a', 'b', 'c')
 DB_PORT = 3306
 AMQP_PORT = 5672
 PORTS = {'keystone': 5000, 'placement': 8778, 'glance': 9292,
-         'nova': 8774, 'neutron': 9696}
+         'nova': 8774, 'neutron': 9696, 'puma': 9891}
 DATABASES = ('keystone', 'placement', 'glance', 'nova_api', 'nova',
-             'nova_cell0', 'neutron')
+             'nova_cell0', 'neutron', 'puma')
 # Service catalog: (name, type, description, URL path, service user).
 CATALOG = (
     ('keystone', 'identity', 'Keystone', '/v3', None),
@@ -61,6 +61,7 @@ CATALOG = (
     ('glance', 'image', 'Glance', '', 'glance'),
     ('nova', 'compute', 'Nova', '/v2.1', 'nova'),
     ('neutron', 'network', 'Neutron', '', 'neutron'),
+    ('puma', 'memory-pool', 'Puma memory pool', '', 'puma'),
 )
 # WSGI applications (module:callable) and how each finds its config.
 WSGI = {
@@ -79,6 +80,8 @@ HTTP_TIMEOUT = 180
 COMPUTE_TIMEOUT = 300
 # Nova 34's services run on native threads (docs/nova-compute.md).
 NOVA_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'true'}
+PLANNING_INTERVAL = 10
+REPORT_INTERVAL = 10
 
 
 def env_dir():
@@ -352,6 +355,7 @@ class Cloud:
         self.glance()
         self.neutron()
         self.nova()
+        self.puma()
         for h in hosts:
             self.compute(h)
         self.step('waiting for nova-compute on %s' % ', '.join(COMPUTES))
@@ -466,6 +470,49 @@ class Cloud:
                   'upgrade', 'heads'])
         self.wsgi('neutron')
 
+    def puma_site(self):
+        """The checkout's puma_nova, installed for the cloud environment.
+
+        pip installs nova_driver/ (no dependencies: the cloud environment
+        has them) into a folder of the run directory, which goes on
+        PYTHONPATH for puma-scheduler, puma-api and the openstack client
+        (its ``openstack puma`` commands are entry points of the package).
+        """
+        site = self.path('puma', 'site')
+        self.run([venv('bin', 'pip'), 'install', '--no-deps', '-q',
+                  '--no-build-isolation',
+                  '--target', site, os.path.join(paths.TOP, 'nova_driver')],
+                 env={'PBR_VERSION': '0.1.0'}, timeout=600)
+        self.state['puma_site'] = site
+        self.save()
+        return site
+
+    def puma(self):
+        """puma-scheduler and puma-api, behind Keystone."""
+        self.step('puma-scheduler and puma-api')
+        site = self.puma_site()
+        conf = self.path('puma', 'puma.conf')
+        nova = self.authtoken('puma')
+        nova.pop('www_authenticate_uri')
+        write_ini(conf, {
+            'DEFAULT': {'transport_url': self.transport()},
+            'database': {'connection': self.db('puma')},
+            'puma_scheduler': {'host': CONTROL,
+                               'planning_interval': PLANNING_INTERVAL},
+            'puma_api': {'host': self.addr, 'port': PORTS['puma'],
+                         'auth_strategy': 'keystone'},
+            'keystone_authtoken': self.authtoken('puma'),
+            'nova': nova,
+        })
+        env = dict(NOVA_ENV, PYTHONPATH=site)
+        py = venv('bin', 'python')
+        self.run([py, '-m', 'puma_nova.cmd.manage', '--config-file', conf,
+                  'db', 'sync'], env=env)
+        for svc in ('scheduler', 'api'):
+            self.spawn('puma-' + svc, [py, '-m', 'puma_nova.cmd.' + svc,
+                                       '--config-file', conf], env=env)
+        self.wait_http('puma', '/v1/hosts')
+
     def nova_conf(self, **extra):
         """nova.conf sections shared by control and compute services."""
         d = self.path('nova')
@@ -542,8 +589,8 @@ class Cloud:
             # the destination of a live migration fetches it ("Safety
             # check mbr ... failed"); the root image is a bare file system.
             workarounds={'disable_deep_image_inspection': True},
-            # No puma-scheduler in this profile yet: no statistics reports.
-            puma={'report_interval': 0,
+            # Statistics to puma-scheduler (on the same broker).
+            puma={'report_interval': REPORT_INTERVAL,
                   'memory_server_binary': paths.memory_server()})
         # nova-compute runs as root: privsep's helpers start directly,
         # not through sudo and nova-rootwrap (which the lab does not have).
@@ -666,8 +713,8 @@ def main(argv):
             if rundir is None:
                 raise errors.LabError('no lab cloud is up (./lab/cloud up)')
             st = load(rundir)
-            print('%s %s %s' % (st['control_ns'], st['clouds_yaml'],
-                                venv('bin')))
+            print('%s %s %s %s' % (st['control_ns'], st['clouds_yaml'],
+                                   venv('bin'), st['puma_site']))
         else:
             print('usage: lab/cloud up|down|status|openstack ARGS...',
                   file=sys.stderr)
