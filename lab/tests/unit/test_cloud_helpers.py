@@ -72,5 +72,5 @@ def test_find_and_status_of_a_cloud(tmp_path, monkeypatch):
 def test_catalog_is_complete_for_nova():
     types = {t for _n, t, _d, _p, _u in cloud.CATALOG}
     assert types == {'identity', 'placement', 'image', 'compute',
-                     'network'}
+                     'network', 'memory-pool'}
     assert set(cloud.WSGI) == set(cloud.PORTS)

@@ -28,7 +28,9 @@ import time
 
 import fixtures
 from keystoneauth1 import session as ks_session
+from oslo_config import fixture as config_fixture
 import oslo_messaging as messaging
+from oslo_messaging import opts as messaging_opts
 import testtools
 from testtools import content
 
@@ -73,6 +75,13 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
              '--log-file', os.path.join(tmp, 'puma-api.log')])
         self.addCleanup(self._stop, self.api_proc)
 
+        # h1 and h2 below stand for nova-compute, whose transport publishes
+        # on Nova's exchange, the default of puma-scheduler too
+        # (rpc.set_defaults): a test transport on oslo.messaging's default
+        # exchange would never reach the scheduler.
+        conf = self.useFixture(config_fixture.Config(base.CONF))
+        conf.register_opts(dict(messaging_opts.list_opts())[None])
+        conf.config(control_exchange=rpc.CONTROL_EXCHANGE)
         self.transport = rpc.get_transport(base.CONF, url=self.rabbit.url)
         self.addCleanup(rpc.cleanup)
         self.computes = {}
