@@ -140,8 +140,13 @@ class GuestAgent:
     def run(self, command, timeout=60, check=True):
         """Run COMMAND to completion; raise on a non-zero exit if CHECK."""
         res = self.wait(self.spawn(command), timeout)
-        if check and res.rc != 0:
+        if check:
+            self.check(command, res)
+        return res
+
+    def check(self, command, res):
+        """Raise if COMMAND's result RES is a non-zero exit."""
+        if res.rc != 0:
             raise errors.LabError('guest %s: %r exited %s: %s%s'
                                   % (self.name, command, res.rc, res.out,
                                      res.err))
-        return res

@@ -3,6 +3,7 @@
 
 import pytest
 
+from puma_lab import agent
 from puma_lab import errors
 from puma_lab import kernel_host
 
@@ -11,10 +12,21 @@ BOOT = ('[    0.000000] Linux version 6.1.0-56-amd64 (debian-kernel@...)\n'
         'puma-guest: ready 6.1.0-56-amd64\n')
 
 
-class FailingAgent:
+class FailingAgent(agent.GuestAgent):
+    """The agent does not answer, or COMMAND exits with EXIT."""
+
+    def __init__(self, exit=None):
+        super().__init__(None, 'l2')
+        self.exit = exit
+
     def run(self, command, timeout, check):
-        raise errors.LabError('guest l2: agent guest-exec-status failed: '
-                              'timed out')
+        if self.exit is None:
+            raise errors.LabError('guest l2: agent guest-exec-status '
+                                  'failed: timed out')
+        res = agent.ExecResult(self.exit, '', 'insmod: ERROR')
+        if check:
+            self.check(command, res)
+        return res
 
 
 class Host:
@@ -82,3 +94,14 @@ def test_a_kernel_host_that_does_not_answer_is_a_machine_fault(tmp_path):
     with pytest.raises(kernel_host.MachineFault,
                        match='(?s)its kernel host does not answer.*stall'):
         g.run('true')
+
+
+def test_a_failing_command_after_a_reset_is_no_machine_fault(tmp_path):
+    # The guest reset once (in its boot, say) and then answered: a
+    # command that exits non-zero is the guest's failure.
+    g = guest(tmp_path, BOOT + BOOT)
+    g.agent = FailingAgent(exit=1)
+    with pytest.raises(errors.LabError, match='exited 1') as e:
+        g.run('insmod /mnt/host/shoot4u.ko')
+    assert not isinstance(e.value, kernel_host.MachineFault)
+    assert g.run('insmod /mnt/host/shoot4u.ko', check=False).rc == 1
