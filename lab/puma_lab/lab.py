@@ -16,6 +16,8 @@ from puma_lab import netns
 from puma_lab import paths
 
 SUBNET = '10.77.0.%d'
+OWNER = 'owner'
+NETNS_DIR = '/run/netns'
 
 
 def _claim_num():
@@ -24,7 +26,9 @@ def _claim_num():
     A number is taken while its namespace or its run directory exists.
     Creating the run directory claims it atomically, so two labs starting
     at once never share a number, and a lab never deletes the directory
-    of another one that is still tearing down.
+    of another one that is still tearing down.  The directory names the
+    process that claimed it (``owner``), so that :func:`leftovers` of one
+    test run can tell another run's live labs from its own remains.
     """
     os.makedirs(paths.RUN, exist_ok=True)
     used = set()
@@ -37,9 +41,12 @@ def _claim_num():
         if n not in used:
             try:
                 os.mkdir(os.path.join(paths.RUN, str(n)))
-                return n
             except FileExistsError:
-                pass
+                n += 1
+                continue
+            with open(os.path.join(paths.RUN, str(n), OWNER), 'w') as f:
+                f.write('%d\n' % os.getpid())
+            return n
         n += 1
 
 
@@ -135,12 +142,79 @@ def cleanup_all():
     shutil.rmtree(paths.RUN, ignore_errors=True)
 
 
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _num_of_ns(ns):
+    part = ns[len(netns.PREFIX):].split('-')[0]
+    return int(part) if part.isdigit() else None
+
+
+def others_labs():
+    """Numbers of the labs that another live process claimed.
+
+    lab/test runs the kmod and lab envs at once: one env's labs are not
+    remains of the other.
+    """
+    nums = set()
+    if not os.path.isdir(paths.RUN):
+        return nums
+    for entry in os.listdir(paths.RUN):
+        try:
+            with open(os.path.join(paths.RUN, entry, OWNER)) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if entry.isdigit() and pid != os.getpid() and _alive(pid):
+            nums.add(int(entry))
+    return nums
+
+
+def _ns_inodes(nums):
+    """Inodes of the network namespaces of the labs NUMS."""
+    inodes = set()
+    for ns in netns.names():
+        if _num_of_ns(ns) in nums:
+            try:
+                inodes.add(os.stat(os.path.join(NETNS_DIR, ns)).st_ino)
+            except OSError:
+                pass
+    return inodes
+
+
+def _belongs_to(pid, cmd, nums, inodes):
+    """Whether process PID (argv CMD) runs in or for one of the labs NUMS."""
+    try:
+        if os.stat('/proc/%s/ns/net' % pid).st_ino in inodes:
+            return True
+    except OSError:
+        pass
+    joined = b' '.join(cmd)
+    return any(('%s/%d/' % (paths.RUN, n)).encode() in joined for n in nums)
+
+
 def leftovers():
-    """What labs left behind: namespaces, run files, QEMU/libvirtd."""
-    found = ['netns %s' % ns for ns in netns.names()]
-    if os.path.isdir(paths.RUN) and os.listdir(paths.RUN):
-        found.append('files in %s: %s'
-                     % (paths.RUN, ', '.join(os.listdir(paths.RUN))))
+    """What labs left behind: namespaces, run files, QEMU/libvirtd.
+
+    The labs another live process (another test env) still runs are not
+    leftovers; everything else is, this process's own labs included.
+    """
+    others = others_labs()
+    found = ['netns %s' % ns for ns in netns.names()
+             if _num_of_ns(ns) not in others]
+    if os.path.isdir(paths.RUN):
+        mine = sorted(e for e in os.listdir(paths.RUN)
+                      if not (e.isdigit() and int(e) in others))
+        if mine:
+            found.append('files in %s: %s' % (paths.RUN, ', '.join(mine)))
+    inodes = _ns_inodes(others)
     for pid in os.listdir('/proc'):
         if not pid.isdigit():
             continue
@@ -151,6 +225,7 @@ def leftovers():
             continue
         exe = os.path.basename(cmd[0].decode(errors='replace'))
         if exe in ('qemu-system-x86_64', 'libvirtd') and \
-                paths.CACHE.encode() in b' '.join(cmd):
+                paths.CACHE.encode() in b' '.join(cmd) and \
+                not _belongs_to(pid, cmd, others, inodes):
             found.append('process %s %s' % (pid, exe))
     return found
