@@ -62,3 +62,7 @@ class NovaError(PumaException):
 
 class SchedulerTooOld(PumaException):
     """The RPC version cap does not allow the call that was asked for."""
+
+
+class InvalidPayload(Invalid):
+    """An RPC message carried a versioned object this service refuses."""

@@ -12,9 +12,11 @@
 """oslo.messaging helpers shared by the Puma services.
 
 Every Puma RPC server runs the 'threading' executor (no eventlet anywhere:
-Nova 34 runs its services with native threads) and every message carries
-only JSON-serialisable primitives.  The request context travels as the
-oslo.context dictionary and comes back as a puma_nova.context.RequestContext.
+Nova 34 runs its services with native threads).  Arguments and results
+are JSON-serialisable primitives or Puma's versioned objects
+(puma_nova.objects), which travel as their versioned primitives.  The
+request context travels as the oslo.context dictionary and comes back as
+a puma_nova.context.RequestContext.
 
 Topics, each with exactly one client class in the rpcapi module next to
 the service that serves it:
@@ -29,8 +31,12 @@ Targets are only built here (get_client, get_server).
 
 import oslo_messaging as messaging
 from oslo_serialization import jsonutils
+from oslo_versionedobjects import exception as ovo_exception
 
 from puma_nova import context as puma_context
+from puma_nova import exception
+from puma_nova import objects
+from puma_nova.objects import base as objects_base
 
 EXECUTOR = 'threading'
 SCHEDULER_TOPIC = 'puma-scheduler'
@@ -44,14 +50,26 @@ CONTROL_EXCHANGE = 'nova'
 _TRANSPORTS = {}
 
 
-class ContextSerializer(messaging.Serializer):
-    """Contexts as oslo.context dicts; arguments and results as primitives."""
+class ContextSerializer(objects_base.PumaObjectSerializer):
+    """Contexts as oslo.context dicts; Puma's objects as versioned objects.
+
+    Everything else travels as primitives.  A versioned primitive that
+    does not make a valid object (a bad field, an unknown object, a newer
+    version than this service knows) is refused with InvalidPayload
+    before any endpoint sees it.
+    """
 
     def serialize_entity(self, ctxt, entity):
+        entity = super().serialize_entity(ctxt, entity)
         return jsonutils.to_primitive(entity, convert_instances=True)
 
     def deserialize_entity(self, ctxt, entity):
-        return entity
+        try:
+            return super().deserialize_entity(ctxt, entity)
+        except (ovo_exception.VersionedObjectsException, ValueError,
+                KeyError, TypeError) as e:
+            raise exception.InvalidPayload(
+                'refused a versioned object: %s' % e)
 
     def serialize_context(self, ctxt):
         return ctxt.to_dict()
@@ -61,6 +79,7 @@ class ContextSerializer(messaging.Serializer):
 
 
 def get_serializer():
+    objects.register_all()
     return ContextSerializer()
 
 

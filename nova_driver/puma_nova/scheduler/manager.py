@@ -33,6 +33,7 @@ import oslo_messaging as messaging
 from puma_nova.db import api as db_api
 from puma_nova.db import models
 from puma_nova import exception
+from puma_nova.objects import host_report
 from puma_nova.planning import lending
 from puma_nova.planning import model
 from puma_nova.planning import split
@@ -82,7 +83,7 @@ class SchedulerManager(object):
     :param compute_api: a puma_nova.compute.rpcapi.ComputeAPI.
     """
 
-    target = messaging.Target(version='1.3')
+    target = messaging.Target(version='1.4')
 
     def __init__(self, compute_api):
         self.compute = compute_api
@@ -113,10 +114,20 @@ class SchedulerManager(object):
                      for p in db_api.pair_list(ctxt)]
         return model.Cluster.build(mhosts, vms, pairs), hosts
 
-    # RPC API 1.3
+    # RPC API 1.4
 
     @messaging.expected_exceptions(exception.InvalidStats)
-    def report_host(self, ctxt, host, stats):
+    def report_host(self, ctxt, host, stats=None, report=None):
+        """REPORT (1.4, a PumaHostReport) or STATS (1.0, its dictionary)."""
+        if report is not None:
+            if not isinstance(report, host_report.PumaHostReport):
+                raise exception.InvalidStats(
+                    'report of host %s is not a PumaHostReport' % host)
+            report.validate(host)
+            stats = report.to_stats()
+        elif stats is None:
+            raise exception.InvalidStats(
+                'report_host of %s carried neither report nor stats' % host)
         schemas.validate_stats(host, stats)
         db_api.host_report(ctxt, host, stats)
 

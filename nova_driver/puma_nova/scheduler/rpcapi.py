@@ -27,18 +27,21 @@ API version history:
             by Nova now, releases a plan another main host holds for
             the same server (left by an earlier attempt) instead of
             being refused.
+    * 1.4 - report_host takes 'report', a PumaHostReport versioned
+            object, instead of the 'stats' dictionary (still accepted).
 """
 
 from oslo_config import cfg
 
 from puma_nova.conf import upgrade_levels
 from puma_nova import exception
+from puma_nova.objects import host_report
 from puma_nova import rpc
 
 CONF = cfg.CONF
 upgrade_levels.register_opts(CONF)
 
-RPC_API_VERSION = '1.3'
+RPC_API_VERSION = '1.4'
 
 
 class SchedulerAPI(object):
@@ -66,11 +69,23 @@ class SchedulerAPI(object):
     def report_host(self, ctxt, host, stats):
         """Store the memory statistics of HOST and its VMs.
 
-        STATS: memory_mb, free_mb, lendable_mb, address, shoot4u, split,
-        vms (see docs/nova-scheduler.md).
+        STATS: a PumaHostReport, or its dictionary (memory_mb, free_mb,
+        lendable_mb, address, shoot4u, split, vms; see
+        docs/nova-scheduler.md).  Sent as the object (1.4), or as the
+        dictionary to a scheduler capped below 1.4.
+
+        :raises: InvalidStats (here, before anything is sent) for a
+            dictionary the scheduler would refuse.
         """
+        report = stats
+        if not isinstance(report, host_report.PumaHostReport):
+            report = host_report.PumaHostReport.from_stats(host, stats)
+        if self.client.can_send_version('1.4'):
+            cctxt = self._prepare('1.4')
+            return cctxt.call(ctxt, 'report_host', host=host, report=report)
         cctxt = self._prepare('1.0')
-        return cctxt.call(ctxt, 'report_host', host=host, stats=stats)
+        return cctxt.call(ctxt, 'report_host', host=host,
+                          stats=report.to_stats())
 
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
                    project_id, supersede=False):

@@ -13,9 +13,10 @@
 """Test double of the Puma scheduler's RPC endpoint.
 
 The real service is puma_nova.scheduler (SchedulerService). This double
-implements the same RPC API (topic puma-scheduler, version 1.3:
-report_host, plan_split with supersede, get_ledger, release_split with
-main_host, split_state; not release_entry) with an in-memory ledger
+implements the same RPC API (topic puma-scheduler, version 1.4:
+report_host with a PumaHostReport or statistics, plan_split with
+supersede, get_ledger, release_split with main_host, split_state; not
+release_entry) with an in-memory ledger
 and a fixed choice of sub hosts, so that the functional tests can drive
 the compute driver through real oslo.messaging calls on Nova's fake
 transport.
@@ -35,7 +36,7 @@ class PlanError(Exception):
 
 class SchedulerDouble(object):
 
-    target = messaging.Target(version='1.3')
+    target = messaging.Target(version='1.4')
 
     def __init__(self, sub_hosts, main_limits):
         """A double that splits onto sub_hosts with fixed limits.
@@ -70,7 +71,9 @@ class SchedulerDouble(object):
         return [e for e in self.entries
                 if e['instance_uuid'] == instance_uuid]
 
-    def report_host(self, ctxt, host, stats):
+    def report_host(self, ctxt, host, stats=None, report=None):
+        if report is not None:
+            stats = report.to_stats()
         with self._lock:
             self.calls.append(('report_host', host))
             self.reports[host] = stats

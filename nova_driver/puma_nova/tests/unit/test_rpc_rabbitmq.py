@@ -43,6 +43,7 @@ from puma_nova.compute import memory_server
 from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova import context
 from puma_nova.db import api as db_api
+from puma_nova import exception
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi as scheduler_rpcapi
 from puma_nova.scheduler import service
@@ -166,12 +167,18 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         self.assertEqual([('h1', 6144, 4096), ('h2', 32768, 30720)],
                          [(h['name'], h['memory_mb'], h['free_mb'])
                           for h in db_api.host_list(self.ctxt)])
-        # A document the scheduler refuses: a clear RemoteError.
+        # A document the scheduler refuses: the driver's client names the
+        # problem before sending; a 1.0 client gets a clear RemoteError.
         bad = h1.puma_memory_stats()
         del bad['free_mb']
-        e = self.assertRaises(messaging.RemoteError,
+        e = self.assertRaises(exception.InvalidStats,
                               h1._puma_scheduler.report_host,
                               self.nova_ctxt, 'h1', bad)
+        self.assertIn("'free_mb' is a required property", str(e))
+        e = self.assertRaises(
+            messaging.RemoteError,
+            h1._puma_scheduler.client.prepare(version='1.0').call,
+            self.nova_ctxt, 'report_host', host='h1', stats=bad)
         self.assertEqual('InvalidStats', e.exc_type)
         self.assertIn("'free_mb' is a required property", e.value)
 

@@ -35,6 +35,7 @@ import testtools
 from testtools import content
 
 from puma_nova import context
+from puma_nova import exception
 from puma_nova.osc import client as puma_client
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi
@@ -204,11 +205,17 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
         self.assertEqual('PlanError', e.exc_type)
         self.assertEqual([], self.api.get_ledger(self.ctxt, 'h1'))
 
-        # Bad statistics are refused with the reason.
+        # Bad statistics are refused with the reason: by the client before
+        # it sends them, and by the scheduler when a 1.0 client sends them.
         bad = base.stats(10, [base.vm('x')])
         del bad['vms'][0]['project_id']
-        e = self.assertRaises(messaging.RemoteError, self.api.report_host,
+        e = self.assertRaises(exception.InvalidStats, self.api.report_host,
                               self.ctxt, 'h3', bad)
+        self.assertIn("'project_id' is a required property", str(e))
+        e = self.assertRaises(
+            messaging.RemoteError,
+            self.api.client.prepare(version='1.0').call, self.ctxt,
+            'report_host', host='h3', stats=bad)
         self.assertEqual('InvalidStats', e.exc_type)
         self.assertIn("'project_id' is a required property", e.value)
 

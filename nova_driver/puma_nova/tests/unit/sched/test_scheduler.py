@@ -11,9 +11,15 @@
 # under the License.
 """puma-scheduler's RPC API and planning rounds over an in-process bus."""
 
+import functools
+from unittest import mock
+
 from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova.db import api as db_api
 from puma_nova import exception
+from puma_nova.objects import host_report
+from puma_nova import rpc
+from puma_nova.scheduler import manager
 from puma_nova.scheduler import rpcapi
 from puma_nova.tests.unit.sched import base
 
@@ -227,20 +233,70 @@ class TestSchedulerRPC(base.TestCase):
         self.flags(group='upgrade_levels', puma_scheduler=None,
                    puma_compute=None)
         self.assertTrue(rpcapi.SchedulerAPI(
-            self.rpc.transport).client.can_send_version('1.3'))
+            self.rpc.transport).client.can_send_version('1.4'))
         self.assertTrue(compute_rpcapi.ComputeAPI(
             self.rpc.transport).client.can_send_version('1.1'))
 
-    def test_bad_stats_are_refused_and_change_nothing(self):
-        bad = base.stats(100, [base.vm('x')])
-        bad['vms'][0]['memory_mb'] = -5
-        name, msg = base.rpc_error(self, self.api.report_host, self.ctxt,
-                                   'm', bad)
-        self.assertEqual('InvalidStats', name)
-        self.assertIn('vms/0/memory_mb', msg)
+    def _unchanged(self):
         hosts = {h['name']: h for h in db_api.host_list(self.ctxt)}
         self.assertEqual(4608, hosts['m']['free_mb'])
         self.assertNotIn('x', [v['uuid'] for v in db_api.vm_list(self.ctxt)])
+
+    def test_bad_stats_are_refused_by_the_client(self):
+        bad = base.stats(100, [base.vm('x')])
+        bad['vms'][0]['memory_mb'] = -5
+        with mock.patch.object(self.api.client, 'prepare') as prepare:
+            e = self.assertRaises(exception.InvalidStats,
+                                  self.api.report_host, self.ctxt, 'm', bad)
+        prepare.assert_not_called()
+        self.assertIn('vms/0/memory_mb', str(e))
+        self._unchanged()
+
+    def test_bad_stats_are_refused_by_the_scheduler_and_change_nothing(self):
+        """A 1.0 client (or a hostile one) sends the dictionary itself."""
+        bad = base.stats(100, [base.vm('x')])
+        bad['vms'][0]['memory_mb'] = -5
+        cctxt = self.api.client.prepare(version='1.0')
+        name, msg = base.rpc_error(self, functools.partial(
+            cctxt.call, self.ctxt, 'report_host', host='m', stats=bad))
+        self.assertEqual('InvalidStats', name)
+        self.assertIn('vms/0/memory_mb', msg)
+        self._unchanged()
+
+    def test_bad_object_is_refused_by_the_scheduler_and_changes_nothing(self):
+        report = host_report.PumaHostReport.from_stats(
+            'm', base.stats(100, [base.vm('x')]))
+        wire = rpc.get_serializer().serialize_entity(self.ctxt, report)
+        wire['puma_object.data']['free_mb'] = -1
+        cctxt = self.api.client.prepare(version='1.4')
+        name, msg = base.rpc_error(self, functools.partial(
+            cctxt.call, self.ctxt, 'report_host', host='m', report=wire))
+        self.assertEqual('InvalidPayload', name)
+        self.assertIn('free_mb', msg)
+        # Neither report nor stats.
+        name, msg = base.rpc_error(self, functools.partial(
+            cctxt.call, self.ctxt, 'report_host', host='m'))
+        self.assertEqual('InvalidStats', name)
+        self._unchanged()
+
+    def test_report_crosses_as_an_object_or_as_stats_below_1_4(self):
+        seen = []
+        real = manager.SchedulerManager.report_host
+
+        def spy(endpoint, ctxt, host, stats=None, report=None):
+            seen.append((type(stats).__name__, type(report).__name__))
+            return real(endpoint, ctxt, host, stats=stats, report=report)
+        with mock.patch.object(manager.SchedulerManager, 'report_host',
+                               new=spy):
+            self.api.report_host(self.ctxt, 'm', base.stats(4000))
+            capped = rpcapi.SchedulerAPI(self.rpc.transport,
+                                         version_cap='1.3')
+            capped.report_host(self.ctxt, 'near', base.stats(5000))
+        self.assertEqual([('NoneType', 'PumaHostReport'),
+                          ('dict', 'NoneType')], seen)
+        hosts = {h['name']: h for h in db_api.host_list(self.ctxt)}
+        self.assertEqual((4000, 5000), (hosts['m']['free_mb'],
+                                        hosts['near']['free_mb']))
 
 
 class TestPlanningRound(base.TestCase):

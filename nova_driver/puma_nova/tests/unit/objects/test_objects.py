@@ -1,0 +1,129 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Puma's versioned objects: fingerprints, the wire form, refusals."""
+
+from oslo_versionedobjects import fixture as ovo_fixture
+import testtools
+
+from puma_nova import context
+from puma_nova import exception
+from puma_nova import objects
+from puma_nova.objects import base
+from puma_nova.objects import host_report
+from puma_nova import rpc
+from puma_nova.tests.unit.sched import base as sched_base
+
+# A change of an object's fields or remotable methods changes its
+# fingerprint: bump the object's VERSION (with obj_make_compatible for
+# the older one) and put the new fingerprint here, as Nova's
+# test_objects.py asks.
+OBJECT_DATA = {
+    'PumaHostReport': '1.0-ba25eb4843f49fa61455208bf561a66e',
+    'PumaVMReport': '1.0-9627c21336ba631ee4f12be946d9629a',
+}
+
+
+def _stats():
+    return sched_base.stats(100, [
+        sched_base.vm('a', free_mb=2048, lendable=True),
+        dict(sched_base.vm('b', project=None), puma={'gets': 3})])
+
+
+class TestObjectVersions(testtools.TestCase):
+
+    def test_versions(self):
+        objects.register_all()
+        checker = ovo_fixture.ObjectVersionChecker(base.obj_classes())
+        expected, actual = checker.test_hashes(OBJECT_DATA)
+        self.assertEqual(expected, actual,
+                         'An object changed: bump its version and update '
+                         'OBJECT_DATA')
+
+    def test_names_never_shadow_novas(self):
+        objects.register_all()
+        self.assertEqual(sorted(OBJECT_DATA), sorted(base.obj_classes()))
+        for name in base.obj_classes():
+            self.assertTrue(name.startswith('Puma'), name)
+
+
+class TestHostReport(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.ctxt = context.get_admin_context()
+        self.serializer = rpc.get_serializer()
+
+    def test_stats_round_trip(self):
+        stats = _stats()
+        report = host_report.PumaHostReport.from_stats('h', stats)
+        self.assertEqual(stats, report.to_stats())
+
+    def test_wire_form_is_a_versioned_primitive(self):
+        report = host_report.PumaHostReport.from_stats('h', _stats())
+        wire = self.serializer.serialize_entity(self.ctxt, report)
+        self.assertEqual('PumaHostReport', wire['puma_object.name'])
+        self.assertEqual('1.0', wire['puma_object.version'])
+        self.assertEqual('puma', wire['puma_object.namespace'])
+        back = self.serializer.deserialize_entity(self.ctxt, wire)
+        self.assertIsInstance(back, host_report.PumaHostReport)
+        self.assertEqual(_stats(), back.to_stats())
+
+    def test_bad_dictionary_is_refused_before_sending(self):
+        stats = _stats()
+        stats['vms'][0]['memory_mb'] = -5
+        e = self.assertRaises(exception.InvalidStats,
+                              host_report.PumaHostReport.from_stats,
+                              'h', stats)
+        self.assertIn('vms/0/memory_mb', str(e))
+
+    def _wire(self):
+        report = host_report.PumaHostReport.from_stats('h', _stats())
+        return self.serializer.serialize_entity(self.ctxt, report)
+
+    def test_bad_field_on_the_wire_is_refused(self):
+        wire = self._wire()
+        wire['puma_object.data']['vms'][1]['puma_object.data'][
+            'rss_mb'] = -1
+        e = self.assertRaises(exception.InvalidPayload,
+                              self.serializer.deserialize_entity,
+                              self.ctxt, wire)
+        self.assertIn('rss_mb', str(e))
+
+    def test_newer_version_is_refused(self):
+        wire = self._wire()
+        wire['puma_object.version'] = '1.7'
+        e = self.assertRaises(exception.InvalidPayload,
+                              self.serializer.deserialize_entity,
+                              self.ctxt, wire)
+        self.assertIn('1.7', str(e))
+
+    def test_unknown_object_is_refused(self):
+        wire = self._wire()
+        wire['puma_object.name'] = 'PumaNoSuchThing'
+        self.assertRaises(exception.InvalidPayload,
+                          self.serializer.deserialize_entity,
+                          self.ctxt, wire)
+
+    def test_missing_field_is_refused_by_validate(self):
+        wire = self._wire()
+        del wire['puma_object.data']['vms'][0]['puma_object.data'][
+            'lendable']
+        report = self.serializer.deserialize_entity(self.ctxt, wire)
+        e = self.assertRaises(exception.InvalidStats, report.validate, 'h')
+        self.assertIn('vms/0/lendable not set', str(e))
+
+    def test_miss_rate_above_one_is_refused_by_validate(self):
+        report = host_report.PumaHostReport.from_stats('h', _stats())
+        report.vms[0].cache_miss_rate = 1.5
+        e = self.assertRaises(exception.InvalidStats, report.validate, 'h')
+        self.assertIn('vms/0/cache_miss_rate', str(e))
