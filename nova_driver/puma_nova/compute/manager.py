@@ -21,6 +21,7 @@ import oslo_messaging as messaging
 
 from puma_nova.compute import lending
 from puma_nova.compute import memory_server
+from puma_nova.objects import lending_pair
 
 LOG = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ LOG = logging.getLogger(__name__)
 class PumaComputeEndpoint(object):
     """Endpoint of topic 'puma-compute' (see compute.rpcapi)."""
 
-    target = messaging.Target(version='1.1')
+    target = messaging.Target(version='1.2')
 
     def __init__(self, driver):
         self._driver = driver
@@ -53,6 +54,11 @@ class PumaComputeEndpoint(object):
 
     @messaging.expected_exceptions(lending.InvalidPairs)
     def apply_pairs(self, ctxt, pairs):
+        """PAIRS: PumaLendingPair objects (1.2) or dictionaries (1.0)."""
+        if isinstance(pairs, list):
+            pairs = [p.to_dict()
+                     if isinstance(p, lending_pair.PumaLendingPair) else p
+                     for p in pairs]
         self._driver.puma_apply_pairs(pairs)
 
     def get_memory_stats(self, ctxt):

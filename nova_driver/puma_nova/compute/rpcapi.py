@@ -28,17 +28,21 @@ API version history:
     * 1.1 - start_memory_server takes 'clients', the Nova hosts whose
             x509 client certificates the instance's memory server
             accepts (with TLS).
+    * 1.2 - apply_pairs takes PumaLendingPair versioned objects instead
+            of dictionaries (still accepted).
 """
 
 from oslo_config import cfg
 
+from puma_nova.compute import lending
 from puma_nova.conf import upgrade_levels
+from puma_nova.objects import lending_pair
 from puma_nova import rpc
 
 CONF = cfg.CONF
 upgrade_levels.register_opts(CONF)
 
-RPC_API_VERSION = '1.1'
+RPC_API_VERSION = '1.2'
 
 
 class ComputeAPI(object):
@@ -90,9 +94,24 @@ class ComputeAPI(object):
                           instance_uuid=instance_uuid)
 
     def apply_pairs(self, ctxt, host, pairs):
-        """Give HOST the full set of its VMs' pairs (absent = unpaired)."""
+        """Give HOST the full set of its VMs' pairs (absent = unpaired).
+
+        PAIRS: PumaLendingPair objects or their dictionaries; sent as
+        objects (1.2), or as dictionaries to a host capped below 1.2.
+
+        :raises: InvalidPairs (here, before anything is sent) for
+            dictionaries the host would refuse.
+        """
+        pairs = [p.to_dict() if isinstance(p, lending_pair.PumaLendingPair)
+                 else p for p in pairs]
+        pairs = [lending_pair.PumaLendingPair.from_dict(p)
+                 for p in lending.validate(pairs)]
+        if self.client.can_send_version('1.2'):
+            cctxt = self.client.prepare(server=host, version='1.2')
+            return cctxt.call(ctxt, 'apply_pairs', pairs=pairs)
         cctxt = self.client.prepare(server=host, version='1.0')
-        return cctxt.call(ctxt, 'apply_pairs', pairs=pairs)
+        return cctxt.call(ctxt, 'apply_pairs',
+                          pairs=[p.to_dict() for p in pairs])
 
     def get_memory_stats(self, ctxt, host):
         """HOST's memory statistics, as report_host sends them."""

@@ -29,5 +29,6 @@ def register_all():
     """
     from puma_nova.objects import base
     from puma_nova.objects import host_report
-    for cls in host_report.OBJECTS:
+    from puma_nova.objects import lending_pair
+    for cls in host_report.OBJECTS + lending_pair.OBJECTS:
         base.PumaObjectRegistry.register(cls)

@@ -307,8 +307,13 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
              for p in pairs['h1']])
         # Invalid pairs are refused with the reason; the set in force
         # stays.
-        e = self.assertRaises(messaging.RemoteError, api.apply_pairs,
+        e = self.assertRaises(lending.InvalidPairs, api.apply_pairs,
                               self.ctxt, 'h1', [{'borrower': 'b'}])
+        self.assertIn('pair 0 lacks', str(e))
+        e = self.assertRaises(
+            messaging.RemoteError,
+            api.client.prepare(server='h1', version='1.0').call,
+            self.ctxt, 'apply_pairs', pairs=[{'borrower': 'b'}])
         self.assertEqual('InvalidPairs', e.exc_type)
         self.assertIn('pair 0 lacks', e.value)
         self.assertEqual(pairs['h2'], self.drivers['h1']._puma_lending.pairs)

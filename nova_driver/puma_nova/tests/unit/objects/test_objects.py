@@ -20,6 +20,7 @@ from puma_nova import exception
 from puma_nova import objects
 from puma_nova.objects import base
 from puma_nova.objects import host_report
+from puma_nova.objects import lending_pair
 from puma_nova import rpc
 from puma_nova.tests.unit.sched import base as sched_base
 
@@ -29,6 +30,7 @@ from puma_nova.tests.unit.sched import base as sched_base
 # test_objects.py asks.
 OBJECT_DATA = {
     'PumaHostReport': '1.0-ba25eb4843f49fa61455208bf561a66e',
+    'PumaLendingPair': '1.0-a069fde9f5411ea06ed7a2833d1121ac',
     'PumaVMReport': '1.0-9627c21336ba631ee4f12be946d9629a',
 }
 
@@ -127,3 +129,23 @@ class TestHostReport(testtools.TestCase):
         report.vms[0].cache_miss_rate = 1.5
         e = self.assertRaises(exception.InvalidStats, report.validate, 'h')
         self.assertIn('vms/0/cache_miss_rate', str(e))
+
+
+class TestLendingPair(testtools.TestCase):
+
+    PAIR = {'lender': 'l', 'borrower': 'b', 'lender_address': '10.9.0.3',
+            'borrower_address': '10.9.0.2', 'capacity_mb': 256,
+            'key': 'secret-of-the-pair'}
+
+    def test_round_trip_over_the_serializer(self):
+        ctxt = context.get_admin_context()
+        serializer = rpc.get_serializer()
+        pair = lending_pair.PumaLendingPair.from_dict(self.PAIR)
+        wire = serializer.serialize_entity(ctxt, [pair])
+        self.assertEqual('PumaLendingPair', wire[0]['puma_object.name'])
+        back = serializer.deserialize_entity(ctxt, wire)
+        self.assertEqual([self.PAIR], [p.to_dict() for p in back])
+
+    def test_key_never_shows_in_repr(self):
+        pair = lending_pair.PumaLendingPair.from_dict(self.PAIR)
+        self.assertNotIn('secret-of-the-pair', repr(pair))

@@ -108,15 +108,20 @@ def stats(free_mb, vms=(), memory_mb=65536, address=None):
 class ComputeEndpoint(object):
     """The compute side of the contract as a test endpoint."""
 
-    target = messaging.Target(version='1.0')
+    target = messaging.Target(version='1.2')
 
     def __init__(self, host):
         self.host = host
         self.applied = []
+        # Type names of what each apply_pairs call carried.
+        self.kinds = []
         self.stopped = []
 
     def apply_pairs(self, ctxt, pairs):
-        self.applied.append(pairs)
+        """PumaLendingPair objects (1.2) or dictionaries, kept as dicts."""
+        self.kinds.append(sorted({type(p).__name__ for p in pairs}))
+        self.applied.append([p if isinstance(p, dict) else p.to_dict()
+                             for p in pairs])
 
     def stop_memory_server(self, ctxt, instance_uuid):
         self.stopped.append(instance_uuid)

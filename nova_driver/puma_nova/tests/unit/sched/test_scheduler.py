@@ -336,6 +336,8 @@ class TestPlanningRound(base.TestCase):
             {k: v for k, v in pair.items() if k != 'key'})
         self.assertEqual(32, len(pair['key']))
         self.assertEqual(pushed, self.rpc.computes['h2'].applied)
+        self.assertEqual([['PumaLendingPair']],
+                         self.rpc.computes['h1'].kinds)
         # Nothing changed: nothing is pushed again.
         self.manager.run_planning_round(self.ctxt)
         self.assertEqual(1, len(pushed))
@@ -346,6 +348,18 @@ class TestPlanningRound(base.TestCase):
         self.assertEqual([], pushed[-1])
         self.assertEqual([], self.rpc.computes['h2'].applied[-1])
         self.assertEqual([], db_api.pair_list(self.ctxt))
+
+    def test_hosts_capped_below_1_2_get_dictionaries(self):
+        self.flags(group='upgrade_levels', puma_compute='1.1')
+        self.manager.compute = compute_rpcapi.ComputeAPI(
+            self.rpc.transport, timeout=1)
+        self._report()
+        self.manager.run_planning_round(self.ctxt)
+        self.assertEqual([['dict']], self.rpc.computes['h1'].kinds)
+        self.assertEqual(self.rpc.computes['h1'].applied,
+                         self.rpc.computes['h2'].applied)
+        self.assertEqual(2048,
+                         self.rpc.computes['h1'].applied[0][0]['capacity_mb'])
 
     def test_vms_of_unknown_project_are_never_paired(self):
         self.api.report_host(self.ctxt, 'h1', base.stats(
