@@ -6,7 +6,8 @@
 # Depends on: lib/common.sh, lib/deps.sh (install_deps has run: MariaDB
 # and RabbitMQ are installed), lib/nova.sh (install_nova_venv has run:
 # nova-compute runs in the Nova environment).
-# Call order: install_cloud_venv (idempotent; a second run only checks).
+# Call order: install_cloud_venv, install_tempest_venv (idempotent; a
+# second run only checks).
 #
 # $PUMA_CACHE/cloud/KEY/venv holds lab/cloud-env/requirements.txt (Keystone,
 # Placement, Glance, Nova's control services, Neutron, the openstack
@@ -51,4 +52,43 @@ install_cloud_venv()
 	ln -sfn "$key" "$PUMA_CACHE/cloud/current"
 	prune_cache "$PUMA_CACHE/cloud" "$key"
 	info "cloud environment ready in $base/venv"
+}
+
+# create_tempest_venv BASE REQ CONSTRAINTS - tempest in BASE/venv.
+create_tempest_venv()
+{
+	local base=$1 req=$2 con=$3
+	/usr/bin/python3 -m venv "$base/venv" &&
+	"$base/venv/bin/pip" install --upgrade pip &&
+	"$base/venv/bin/pip" install -c "$con" -r "$req" &&
+	"$base/venv/bin/tempest" --version
+}
+
+# $PUMA_CACHE/tempest/KEY/venv: tempest from PyPI (lab/cloud-env/
+# tempest-requirements.txt, the cloud's constraints), apart from the
+# cloud environment so that a new tempest never rebuilds the cloud's.
+# Puma's tempest plugin is not installed here: the lab cloud's test puts
+# the checkout's nova_driver on PYTHONPATH (its entry point finds it).
+install_tempest_venv()
+{
+	local req=$PUMA_TOP/lab/cloud-env/tempest-requirements.txt
+	local con=$PUMA_TOP/lab/cloud-env/constraints.txt key base log
+	key=$(content_hash "$req" "$con" | cut -c1-16)
+	base=$PUMA_CACHE/tempest/$key
+	if [ -f "$base/good" ]; then
+		ln -sfn "$key" "$PUMA_CACHE/tempest/current"
+		info "tempest environment is up to date in $base/venv"
+		return 0
+	fi
+	info "creating the tempest environment in $base/venv (PyPI)"
+	rm -rf "$base"
+	mkdir -p "$base"
+	log=$base/install.log
+	run_with_progress "$log" "tempest environment" \
+		create_tempest_venv "$base" "$req" "$con" ||
+		die "creating the tempest environment failed; full log: $log"
+	touch "$base/good"
+	ln -sfn "$key" "$PUMA_CACHE/tempest/current"
+	prune_cache "$PUMA_CACHE/tempest" "$key"
+	info "tempest environment ready in $base/venv"
 }

@@ -175,6 +175,16 @@ def load(rundir):
         return json.load(f)
 
 
+class _RunDir:
+    """The run directory of a lab another process brought up."""
+
+    def __init__(self, rundir):
+        self.dir = rundir
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+
 class Cloud:
     """One lab cloud; ``up`` builds it, ``down`` (of any process) ends it."""
 
@@ -184,6 +194,14 @@ class Cloud:
         self.lab = None
         self.state = {}
         self.t0 = time.monotonic()
+
+    @classmethod
+    def attach(cls, rundir, say=None):
+        """The cloud that is up in RUNDIR, to run commands against it."""
+        cloud = cls(say)
+        cloud.lab = _RunDir(rundir)
+        cloud.state = load(rundir)
+        return cloud
 
     # -- helpers -------------------------------------------------------
     def path(self, *parts):
@@ -707,6 +725,16 @@ def main(argv):
         elif cmd == 'status':
             print('\n'.join(status()))
             return 0 if find() else 3
+        elif cmd == 'tempest':
+            # Puma's tempest plugin against the cloud that is up.
+            from puma_lab import tempest
+            rundir = find()
+            if rundir is None:
+                raise errors.LabError('no lab cloud is up (./lab/cloud up)')
+            result = tempest.run(Cloud.attach(rundir), PASSWORD, REGION,
+                                 *argv[2:3])
+            print(result['out'])
+            return 1 if result['failed'] else 0
         elif cmd == 'env':
             # For lab/cloud's "openstack" command: namespace and config.
             rundir = find()
@@ -716,7 +744,8 @@ def main(argv):
             print('%s %s %s %s' % (st['control_ns'], st['clouds_yaml'],
                                    venv('bin'), st['puma_site']))
         else:
-            print('usage: lab/cloud up|down|status|openstack ARGS...',
+            print('usage: lab/cloud up|down|status|tempest [REGEX]|'
+                  'openstack ARGS...',
                   file=sys.stderr)
             return 2
     except errors.LabError as e:

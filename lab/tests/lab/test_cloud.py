@@ -26,6 +26,7 @@ import pytest
 from puma_lab import cloud as cloud_mod
 from puma_lab import errors
 from puma_lab import paths
+from puma_lab import tempest
 
 FLAVOR = 'puma.small'
 IMAGE = 'puma-debian'
@@ -117,6 +118,21 @@ def test_puma_api_behind_keystone(cloud):
             break
         time.sleep(2)
     assert names == sorted(cloud_mod.COMPUTES), hosts
+
+
+def test_tempest_plugin_against_puma_api(cloud):
+    """Puma's tempest plugin (puma_tempest_plugin), run by tempest itself.
+
+    Its API tests of puma-api as the cloud's admin and as a member of a
+    project tempest creates (dynamic credentials): lists and their
+    fields, paging from microversion 1.1, refusals (400, 403, 404, 406).
+    """
+    from conftest import require
+    require('tempest', tempest.missing())
+    result = tempest.run(cloud, cloud_mod.PASSWORD, cloud_mod.REGION)
+    print(result['out'][-1500:])
+    assert (result['passed'], result['failed'], result['skipped']) == \
+        (9, 0, 0), result['out'][-3000:]
 
 
 def domains(cloud, host):

@@ -75,3 +75,21 @@ def test_catalog_is_complete_for_nova():
                      'network', 'memory-pool'}
     # puma-api runs as its own server (python -m puma_nova.cmd.api).
     assert set(cloud.WSGI) | {'puma'} == set(cloud.PORTS)
+
+
+def test_tempest_conf_tests_puma_api_only(tmp_path):
+    from puma_lab import tempest
+
+    (tmp_path / 'cloud.json').write_text(json.dumps(
+        {'control_addr': '10.77.0.10'}))
+    c = cloud.Cloud.attach(str(tmp_path))
+    assert c.path('tempest') == str(tmp_path / 'tempest')
+    conf = tempest.conf(c, 'pw', 'RegionOne')
+    assert conf['identity']['uri_v3'] == 'http://10.77.0.10:5000/v3'
+    assert conf['auth']['admin_password'] == 'pw'
+    assert conf['auth']['use_dynamic_credentials'] == 'true'
+    assert conf['service_available']['puma'] == 'true'
+    assert {k for k, v in conf['service_available'].items()
+            if v == 'true' and k not in conf.defaults()} == {'puma'}
+    assert conf['memory_pool']['catalog_type'] == \
+        [t for name, t, *_ in cloud.CATALOG if name == 'puma'][0]
