@@ -71,6 +71,7 @@ WSGI = {
     'glance': ('glance.wsgi.api:application', 'OS_GLANCE_CONFIG_DIR'),
     'nova': ('nova.wsgi.osapi_compute:application', 'OS_NOVA_CONFIG_DIR'),
     'neutron': ('neutron.wsgi.api:application', 'OS_NEUTRON_CONFIG_DIR'),
+    'puma': ('puma_nova.wsgi.api:application', 'OS_PUMA_CONFIG_DIR'),
 }
 # oslo.privsep contexts of nova-compute (Nova, os-brick, os-vif).
 PRIVSEP_SECTIONS = ('nova_sys_admin', 'privsep_osbrick',
@@ -129,12 +130,15 @@ def write_ini(path, sections):
         conf.write(f)
 
 
-def uwsgi_ini(name, addr, port, module, config_env, config_dir, log, pid):
+def uwsgi_ini(name, addr, port, module, config_env, config_dir, log, pid,
+              pythonpath=None):
     """uWSGI's config for one WSGI service, as a dict for write_ini.
 
     One process with a few threads: the lab's 2 cores are shared, and
     Nova 34 and the others are thread-safe under uWSGI. Glance needs
-    chunked and raw request bodies for image uploads.
+    chunked and raw request bodies for image uploads. PYTHONPATH: where
+    the application's package is, if not in the cloud environment (the
+    checkout's puma_nova).
     """
     opts = {
         'http-socket': '%s:%d' % (addr, port),
@@ -159,6 +163,8 @@ def uwsgi_ini(name, addr, port, module, config_env, config_dir, log, pid):
     if name == 'glance':
         opts.update({'http-chunked-input': True, 'http-raw-body': True,
                      'http-auto-chunked': True, 'socket-timeout': 600})
+    if pythonpath:
+        opts['pythonpath'] = pythonpath
     return {'uwsgi': opts}
 
 
@@ -281,13 +287,13 @@ class Cloud:
                 'username': user, 'password': PASSWORD,
                 'region_name': REGION}
 
-    def wsgi(self, name):
+    def wsgi(self, name, pythonpath=None):
         module, config_env = WSGI[name]
         ini = self.path(name, 'uwsgi.ini')
         write_ini(ini, uwsgi_ini(name, self.addr, PORTS[name], module,
                                  config_env, self.path(name),
                                  self.path('log', name + '-api.log'),
-                                 self.path(name, 'uwsgi.pid')))
+                                 self.path(name, 'uwsgi.pid'), pythonpath))
         self.spawn(name + '-api', [venv('bin', 'uwsgi'), '--ini', ini],
                    env=NOVA_ENV if name == 'nova' else None)
 
@@ -526,9 +532,11 @@ class Cloud:
         py = venv('bin', 'python')
         self.run([py, '-m', 'puma_nova.cmd.manage', '--config-file', conf,
                   'db', 'sync'], env=env)
-        for svc in ('scheduler', 'api'):
-            self.spawn('puma-' + svc, [py, '-m', 'puma_nova.cmd.' + svc,
-                                       '--config-file', conf], env=env)
+        self.spawn('puma-scheduler', [py, '-m', 'puma_nova.cmd.scheduler',
+                                      '--config-file', conf], env=env)
+        # puma-api under uWSGI like the other APIs; its WSGI module reads
+        # $OS_PUMA_CONFIG_DIR/puma.conf.
+        self.wsgi('puma', pythonpath=site)
         self.wait_http('puma', '/v1/hosts')
 
     def nova_conf(self, **extra):

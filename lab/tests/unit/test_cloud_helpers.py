@@ -73,8 +73,8 @@ def test_catalog_is_complete_for_nova():
     types = {t for _n, t, _d, _p, _u in cloud.CATALOG}
     assert types == {'identity', 'placement', 'image', 'compute',
                      'network', 'memory-pool'}
-    # puma-api runs as its own server (python -m puma_nova.cmd.api).
-    assert set(cloud.WSGI) | {'puma'} == set(cloud.PORTS)
+    # Every API, puma-api included, is a uWSGI application.
+    assert set(cloud.WSGI) == set(cloud.PORTS)
 
 
 def test_tempest_conf_tests_puma_api_only(tmp_path):
@@ -93,3 +93,13 @@ def test_tempest_conf_tests_puma_api_only(tmp_path):
             if v == 'true' and k not in conf.defaults()} == {'puma'}
     assert conf['memory_pool']['catalog_type'] == \
         [t for name, t, *_ in cloud.CATALOG if name == 'puma'][0]
+
+
+def test_uwsgi_ini_takes_a_pythonpath():
+    ini = cloud.uwsgi_ini('puma', 'a', 1, 'puma_nova.wsgi.api:application',
+                          'OS_PUMA_CONFIG_DIR', '/run/x/puma', 'l', 'p',
+                          pythonpath='/run/x/puma/site')['uwsgi']
+    assert ini['pythonpath'] == '/run/x/puma/site'
+    assert ini['env'] == 'OS_PUMA_CONFIG_DIR=/run/x/puma'
+    assert 'pythonpath' not in cloud.uwsgi_ini(
+        'nova', 'a', 1, 'm', 'E', 'd', 'l', 'p')['uwsgi']

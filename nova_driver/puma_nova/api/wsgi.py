@@ -12,7 +12,15 @@
 """WSGI entry point of puma-api (the puma-api-wsgi script, uwsgi).
 
     uwsgi --http :9891 --wsgi-file $(which puma-api-wsgi)
+    uwsgi --http :9891 --module puma_nova.wsgi.api:application
+
+The configuration is ``$OS_PUMA_CONFIG_DIR/puma.conf`` (default
+``/etc/puma/puma.conf``), as Nova's WSGI applications read
+``$OS_NOVA_CONFIG_DIR``; without that file oslo.config's own search
+applies.
 """
+
+import os
 
 # Before anything imports oslo.messaging or oslo.service.
 from puma_nova import threads
@@ -20,6 +28,16 @@ threads.use_native_threads()
 
 from puma_nova.api import app  # noqa: E402
 
+CONFIG_DIR_ENV = 'OS_PUMA_CONFIG_DIR'
+CONFIG_FILE = 'puma.conf'
+
+
+def config_args():
+    """oslo.config arguments naming the configuration file, if any."""
+    path = os.path.join(os.environ.get(CONFIG_DIR_ENV, '/etc/puma'),
+                        CONFIG_FILE)
+    return ['--config-file', path] if os.path.exists(path) else []
+
 
 def init_application():
-    return app.init_application([])
+    return app.init_application(config_args())
