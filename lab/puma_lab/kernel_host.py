@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import time
 
 from puma_lab import agent
@@ -40,6 +41,9 @@ L2_BOOT_TIMEOUT = 300
 REQUEST_TIMEOUT = 90
 # While an L2 guest boots, how often to ask whether its QEMU still runs.
 ALIVE_EVERY = 15
+# Seconds a kernel host whose agent went away has to end, before it
+# counts as still running (its agent socket goes first).
+ENDING_GRACE = 5
 # The lab init's ready line on an L2 console, release included: what
 # follows the release shows the line was not cut at the end of the file.
 READY_LINE = re.compile(r'puma-guest: ready [^\s\[]+(?=[\s\[])')
@@ -98,15 +102,23 @@ class KernelHost(vm.Guest):
         except errors.LabError as e:
             if 'agent' not in str(e):
                 raise
-            if not self.alive():
+            # The agent's socket goes before QEMU has ended: give it a
+            # moment to say which it was.
+            if not self.alive(grace=ENDING_GRACE):
                 raise MachineFault(str(self._diagnose(
                     'QEMU ended (%d): the kernel host reset under '
                     '-no-reboot; %s' % (self.proc.returncode, e)))) from e
             raise self._diagnose(str(e)) from e
 
-    def alive(self):
-        """Whether the kernel host's QEMU still runs."""
-        return self.proc is not None and self.proc.poll() is None
+    def alive(self, grace=0):
+        """Whether the kernel host's QEMU still runs (after GRACE s)."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
 
     def answers(self):
         """Whether the kernel host runs and its agent answers."""

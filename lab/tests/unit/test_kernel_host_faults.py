@@ -105,3 +105,39 @@ def test_a_failing_command_after_a_reset_is_no_machine_fault(tmp_path):
         g.run('insmod /mnt/host/shoot4u.ko')
     assert not isinstance(e.value, kernel_host.MachineFault)
     assert g.run('insmod /mnt/host/shoot4u.ko', check=False).rc == 1
+
+
+def kernel_host_ending(seconds, monkeypatch):
+    """A KernelHost whose QEMU ends SECONDS after its agent went away."""
+    import subprocess
+
+    from puma_lab import vm
+    kh = object.__new__(kernel_host.KernelHost)
+    kh.name = 'kh'
+    kh.proc = subprocess.Popen(['sleep', str(seconds)])
+    kh._diagnose = lambda why: errors.LabError('guest kh: ' + why)
+
+    def gone(self, command, timeout, check):
+        raise errors.LabError('guest kh: agent guest-exec failed: [Errno 2] '
+                              'No such file or directory')
+    monkeypatch.setattr(vm.Guest, 'run', gone)
+    return kh
+
+
+def test_a_kernel_host_whose_qemu_is_ending_is_a_machine_fault(monkeypatch):
+    """Its agent's socket goes first: QEMU gets a moment to end."""
+    kh = kernel_host_ending(0.5, monkeypatch)
+    with pytest.raises(kernel_host.MachineFault, match='QEMU ended'):
+        kh.run('true')
+
+
+def test_a_kernel_host_that_runs_on_is_no_machine_fault(monkeypatch):
+    monkeypatch.setattr(kernel_host, 'ENDING_GRACE', 0.2)
+    kh = kernel_host_ending(30, monkeypatch)
+    try:
+        with pytest.raises(errors.LabError) as e:
+            kh.run('true')
+        assert not isinstance(e.value, kernel_host.MachineFault)
+    finally:
+        kh.proc.kill()
+        kh.proc.wait()
