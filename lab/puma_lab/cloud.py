@@ -83,6 +83,8 @@ COMPUTE_TIMEOUT = 300
 NOVA_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'true'}
 PLANNING_INTERVAL = 10
 REPORT_INTERVAL = 10
+FREE_RAM_MARGIN_MB = 64
+MIN_RESIDENT_RATIO = 0.1
 
 
 def env_dir():
@@ -166,6 +168,20 @@ def uwsgi_ini(name, addr, port, module, config_env, config_dir, log, pid,
     if pythonpath:
         opts['pythonpath'] = pythonpath
     return {'uwsgi': opts}
+
+
+def model_meminfo(real, free_mb):
+    """/proc/meminfo text REAL with FREE_MB free and no buffers or cache."""
+    out = []
+    for line in real.splitlines():
+        key = line.split(':')[0]
+        if key in ('MemFree', 'MemAvailable'):
+            line = '%s:%s%d kB' % (key, ' ' * (15 - len(key)),
+                                   free_mb * 1024)
+        elif key in ('Buffers', 'Cached'):
+            line = '%s:%s0 kB' % (key, ' ' * (15 - len(key)))
+        out.append(line)
+    return '\n'.join(out) + '\n'
 
 
 def find():
@@ -521,8 +537,14 @@ class Cloud:
         write_ini(conf, {
             'DEFAULT': {'transport_url': self.transport()},
             'database': {'connection': self.db('puma')},
+            # A guest of the lab is 512 MiB: a split may keep little of it
+            # on its main host.  What a host keeps back is the computes'
+            # [puma] free_ram_margin_mb: a plan that keeps more resident
+            # than the main host's driver sees free is refused there.
             'puma_scheduler': {'host': CONTROL,
-                               'planning_interval': PLANNING_INTERVAL},
+                               'planning_interval': PLANNING_INTERVAL,
+                               'reserve_mb': FREE_RAM_MARGIN_MB,
+                               'min_resident_ratio': MIN_RESIDENT_RATIO},
             'puma_api': {'host': self.addr, 'port': PORTS['puma'],
                          'auth_strategy': 'keystone'},
             'keystone_authtoken': self.authtoken('puma'),
@@ -615,9 +637,13 @@ class Cloud:
             # the destination of a live migration fetches it ("Safety
             # check mbr ... failed"); the root image is a bare file system.
             workarounds={'disable_deep_image_inspection': True},
-            # Statistics to puma-scheduler (on the same broker).
+            # Statistics to puma-scheduler (on the same broker); what a
+            # host keeps for itself before it counts memory as free for a
+            # migration (the hosts share the machine: see
+            # model_free_memory).
             puma={'report_interval': REPORT_INTERVAL,
-                  'memory_server_binary': paths.memory_server()})
+                  'memory_server_binary': paths.memory_server(),
+                  'free_ram_margin_mb': FREE_RAM_MARGIN_MB})
         # nova-compute runs as root: privsep's helpers start directly,
         # not through sudo and nova-rootwrap (which the lab does not have).
         helper = '%s --config-file %s' % (os.path.join(
@@ -634,6 +660,32 @@ class Cloud:
                        # qemu-img of the patched QEMU (image handling).
                        os.path.dirname(paths.qemu_img()),
                        os.environ.get('PATH', '/usr/bin:/bin'))))
+
+    def model_free_memory(self, host, free_mb=None):
+        """Make HOST's nova-compute see FREE_MB free (None: the truth).
+
+        The lab's hosts are namespaces of one machine: each sees all of
+        its memory free, and no destination is ever too small for a lab
+        guest.  This models a small host the way Nova measures one: its
+        libvirt driver takes the used memory from /proc/meminfo (MemFree,
+        Buffers, Cached), so a file with MemFree = FREE_MB and no buffers
+        or cache is bind-mounted over /proc/meminfo in the host's mount
+        namespace (libvirtd's, which nova-compute joins).  The figure is
+        fixed while the model is on: guests that start there do not
+        lower it.
+        """
+        pid = str(self.state['hosts'][host]['libvirtd'])
+        if free_mb is None:
+            subprocess.run(['nsenter', '-t', pid, '-m', 'umount',
+                            '/proc/meminfo'], check=False)
+            return
+        path = self.path('host-%s' % host, 'meminfo')
+        with open('/proc/meminfo') as f:
+            real = f.read()
+        with open(path, 'w') as f:
+            f.write(model_meminfo(real, free_mb))
+        subprocess.run(['nsenter', '-t', pid, '-m', 'mount', '--bind', path,
+                        '/proc/meminfo'], check=True)
 
     def write_clouds_yaml(self):
         lines = ['# Written by ./lab/cloud up: the lab cloud (reachable '

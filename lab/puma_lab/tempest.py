@@ -63,9 +63,17 @@ def run(cloud, password, region, regex=REGEX, timeout=900):
     if why:
         raise errors.LabError(why)
     ws = cloud.path('tempest')
-    env = {'PYTHONPATH': cloud.state['puma_site']}
+    # tempest keeps state under $HOME/.tempest: the run directory's,
+    # never the machine's.
+    home = cloud.path('tempest-home')
+    os.makedirs(home, exist_ok=True)
+    env = {'PYTHONPATH': cloud.state['puma_site'], 'HOME': home}
     if not os.path.exists(os.path.join(ws, '.stestr.conf')):
-        cloud.run([venv('bin', 'tempest'), 'init', ws], env=env)
+        # The workspace registry in the run directory too: tempest's
+        # default (~/.tempest/workspace.yaml) is the machine's, and it
+        # refuses a second workspace of the same name.
+        cloud.run([venv('bin', 'tempest'), 'init', '--workspace-path',
+                   cloud.path('tempest-workspaces.yaml'), ws], env=env)
     with open(os.path.join(ws, 'etc', 'tempest.conf'), 'w') as f:
         conf(cloud, password, region).write(f)
     try:

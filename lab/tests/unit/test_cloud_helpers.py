@@ -103,3 +103,18 @@ def test_uwsgi_ini_takes_a_pythonpath():
     assert ini['env'] == 'OS_PUMA_CONFIG_DIR=/run/x/puma'
     assert 'pythonpath' not in cloud.uwsgi_ini(
         'nova', 'a', 1, 'm', 'E', 'd', 'l', 'p')['uwsgi']
+
+
+def test_model_meminfo_sets_free_and_drops_the_cache():
+    real = ('MemTotal:       24000000 kB\nMemFree:        20000000 kB\n'
+            'MemAvailable:   22000000 kB\nBuffers:          100000 kB\n'
+            'Cached:          1000000 kB\nSwapCached:            0 kB\n')
+    model = cloud.model_meminfo(real, 80)
+    values = {line.split(':')[0]: line.split()[1]
+              for line in model.splitlines()}
+    assert values == {'MemTotal': '24000000', 'MemFree': '81920',
+                      'MemAvailable': '81920', 'Buffers': '0',
+                      'Cached': '0', 'SwapCached': '0'}
+    # Nova's Host.get_memory_mb_used() parses it the same way.
+    m = model.split()
+    assert int(m[m.index('MemFree:') + 1]) // 1024 == 80
