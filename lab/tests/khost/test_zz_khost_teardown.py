@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Runs last: all the lab tests before it left nothing behind."""
+"""Runs last: the kernel-host tests left nothing behind."""
 
 from puma_lab import lab as lab_mod
 
