@@ -32,26 +32,11 @@ for p in ("nova", "keystone", "openstack-placement", "glance", "neutron",
 install_cloud_venv()
 {
 	local req=$PUMA_TOP/lab/cloud-env/requirements.txt
-	local con=$PUMA_TOP/lab/cloud-env/constraints.txt key base log
-	key=$(content_hash "$req" "$con" | cut -c1-16)
-	base=$PUMA_CACHE/cloud/$key
-	if [ -f "$base/good" ]; then
-		ln -sfn "$key" "$PUMA_CACHE/cloud/current"
-		info "cloud environment is up to date in $base/venv"
-		return 0
-	fi
-	info "creating the cloud environment in $base/venv (OpenStack 2026.2" \
-		"from PyPI; uWSGI is compiled, a few minutes)"
-	rm -rf "$base"
-	mkdir -p "$base"
-	log=$base/install.log
-	run_with_progress "$log" "cloud environment" \
-		create_cloud_venv "$base" "$req" "$con" ||
-		die "creating the cloud environment failed; full log: $log"
-	touch "$base/good"
-	ln -sfn "$key" "$PUMA_CACHE/cloud/current"
-	prune_cache "$PUMA_CACHE/cloud" "$key"
-	info "cloud environment ready in $base/venv"
+	local con=$PUMA_TOP/lab/cloud-env/constraints.txt
+	install_keyed_venv cloud "$(content_hash "$req" "$con" | cut -c1-16)" \
+		"cloud environment" \
+		"OpenStack 2026.2 from PyPI; uWSGI is compiled, a few minutes" \
+		create_cloud_venv "$req" "$con"
 }
 
 # create_tempest_venv BASE REQ CONSTRAINTS - tempest in BASE/venv.
@@ -72,23 +57,7 @@ create_tempest_venv()
 install_tempest_venv()
 {
 	local req=$PUMA_TOP/lab/cloud-env/tempest-requirements.txt
-	local con=$PUMA_TOP/lab/cloud-env/constraints.txt key base log
-	key=$(content_hash "$req" "$con" | cut -c1-16)
-	base=$PUMA_CACHE/tempest/$key
-	if [ -f "$base/good" ]; then
-		ln -sfn "$key" "$PUMA_CACHE/tempest/current"
-		info "tempest environment is up to date in $base/venv"
-		return 0
-	fi
-	info "creating the tempest environment in $base/venv (PyPI)"
-	rm -rf "$base"
-	mkdir -p "$base"
-	log=$base/install.log
-	run_with_progress "$log" "tempest environment" \
-		create_tempest_venv "$base" "$req" "$con" ||
-		die "creating the tempest environment failed; full log: $log"
-	touch "$base/good"
-	ln -sfn "$key" "$PUMA_CACHE/tempest/current"
-	prune_cache "$PUMA_CACHE/tempest" "$key"
-	info "tempest environment ready in $base/venv"
+	local con=$PUMA_TOP/lab/cloud-env/constraints.txt
+	install_keyed_venv tempest "$(content_hash "$req" "$con" | cut -c1-16)" \
+		"tempest environment" "PyPI" create_tempest_venv "$req" "$con"
 }

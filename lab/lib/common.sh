@@ -228,3 +228,30 @@ prune_cache()
 		[ -d "$d" ] && rm -rf "$d"
 	done
 }
+
+# install_keyed_venv DIR KEY LABEL NOTE CREATE ARGS... - the environment in
+# $PUMA_CACHE/DIR/KEY/venv, made by "CREATE BASE ARGS..." (BASE: that
+# KEY folder) unless a good one is there; DIR/current points at it and the
+# other keys are pruned. LABEL names it in messages, NOTE says what
+# making it involves.
+install_keyed_venv()
+{
+	local dir=$1 key=$2 label=$3 note=$4 create=$5 base log
+	shift 5
+	base=$PUMA_CACHE/$dir/$key
+	if [ -f "$base/good" ]; then
+		ln -sfn "$key" "$PUMA_CACHE/$dir/current"
+		info "$label is up to date in $base/venv"
+		return 0
+	fi
+	info "creating the $label in $base/venv ($note)"
+	rm -rf "$base"
+	mkdir -p "$base"
+	log=$base/install.log
+	run_with_progress "$log" "$label" "$create" "$base" "$@" ||
+		die "creating the $label failed; full log: $log"
+	touch "$base/good"
+	ln -sfn "$key" "$PUMA_CACHE/$dir/current"
+	prune_cache "$PUMA_CACHE/$dir" "$key"
+	info "$label ready in $base/venv"
+}

@@ -31,11 +31,7 @@ def _claim_num():
     test run can tell another run's live labs from its own remains.
     """
     os.makedirs(paths.RUN, exist_ok=True)
-    used = set()
-    for ns in netns.names():
-        part = ns[len(netns.PREFIX):].split('-')[0]
-        if part.isdigit():
-            used.add(int(part))
+    used = {_num_of_ns(ns) for ns in netns.names()}
     n = 1
     while True:
         if n not in used:

@@ -128,7 +128,8 @@ class SchedulerManager(object):
         elif stats is None:
             raise exception.InvalidStats(
                 'report_host of %s carried neither report nor stats' % host)
-        schemas.validate_stats(host, stats)
+        else:
+            schemas.validate_stats(host, stats)
         db_api.host_report(ctxt, host, stats)
 
     @messaging.expected_exceptions(split.PlanError)
