@@ -372,6 +372,9 @@ class NestedGuest:
 
         The console is read from the host; the kernel host's agent is
         asked only every ALIVE_EVERY seconds whether QEMU still runs.
+        A boot that stops with nothing on its console (no panic, no
+        oops) while nothing of ours runs in the guest yet is a machine
+        fault (MachineFault, see boot_fault), as is a lost kernel host.
         """
         deadline = time.monotonic() + timeout
         next_alive = time.monotonic() + ALIVE_EVERY
@@ -383,14 +386,39 @@ class NestedGuest:
                 return self
             if time.monotonic() >= next_alive:
                 if not self.running():
+                    if not self.host.answers():
+                        raise MachineFault(
+                            'L2 guest %s: its kernel host %s does not '
+                            'answer while it boots' % (self.name,
+                                                       self.host.name))
                     raise errors.LabError(
                         'L2 guest %s exited:\n%s'
                         % (self.name, self.console()[-2000:]))
                 next_alive = time.monotonic() + ALIVE_EVERY
             time.sleep(0.5)
-        raise errors.LabError('L2 guest %s did not boot in %ds:\n%s'
-                              % (self.name, timeout,
-                                 self.console()[-2000:]))
+        console = self.console()
+        fault = self.boot_fault(console)
+        msg = ('L2 guest %s did not boot in %ds%s:\n%s'
+               % (self.name, timeout, ': ' + fault if fault else '',
+                  console[-2000:]))
+        raise MachineFault(msg) if fault else errors.LabError(msg)
+
+    def boot_fault(self, console):
+        """Why a boot that did not end is the machine's, or None.
+
+        It is when the console stopped without a kernel death (a panic,
+        an oops) and the kernel host still answers: before the ready line
+        the guest runs only the stock kernel and the lab's init, so what
+        stops it is the emulation under it (docs/lab.md, "Kernel hosts"),
+        as when TCG lost an interrupt (QEMU patch 0029).
+        """
+        if any(m in console for m in KERNEL_DEATH):
+            return None
+        if not self.host.answers():
+            return 'its kernel host does not answer'
+        last = console.strip().splitlines()[-1:] or ['(nothing)']
+        return ('its boot stopped with nothing on its console after "%s"'
+                % last[0].strip()[-160:])
 
     def run(self, command, timeout=120, check=True):
         # Only a failed exchange with the agent can be a lost machine; a

@@ -141,3 +141,39 @@ def test_a_kernel_host_that_runs_on_is_no_machine_fault(monkeypatch):
     finally:
         kh.proc.kill()
         kh.proc.wait()
+
+
+STALLED = BOOT.split('puma-guest')[0]
+
+
+def booting(tmp_path, console, **kw):
+    g = guest(tmp_path, console, **kw)
+    g.started = 0
+    return g
+
+
+def test_a_boot_that_stops_silently_is_a_machine_fault(tmp_path):
+    g = booting(tmp_path, STALLED)
+    with pytest.raises(kernel_host.MachineFault,
+                       match='stopped with nothing on its console after '
+                       '"\\[    1.000000\\] smp: Bringing up'):
+        g.wait_booted(timeout=0)
+
+
+def test_a_boot_in_a_lost_kernel_host_is_a_machine_fault(tmp_path):
+    g = booting(tmp_path, STALLED, host_answers=False)
+    with pytest.raises(kernel_host.MachineFault,
+                       match='kernel host does not answer'):
+        g.wait_booted(timeout=0)
+
+
+def test_a_boot_that_panics_is_the_guests_fault(tmp_path):
+    g = booting(tmp_path, STALLED + '[    2.0] Kernel panic - not syncing\n')
+    with pytest.raises(errors.LabError, match='did not boot') as e:
+        g.wait_booted(timeout=0)
+    assert not isinstance(e.value, kernel_host.MachineFault)
+
+
+def test_a_booted_guest_is_no_fault(tmp_path):
+    g = booting(tmp_path, BOOT)
+    assert g.wait_booted(timeout=5) is g
