@@ -32,6 +32,7 @@ from nova.compute import task_states
 import nova.conf
 from nova import context as nova_context
 from nova import exception
+from nova import objects
 from nova import rpc as nova_rpc
 from nova.virt.libvirt import driver as libvirt_driver
 from nova.virt.libvirt import guest as libvirt_guest
@@ -643,14 +644,53 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 with self._puma_plans_lock:
                     self._puma_source_plans[instance.uuid] = plan
         self._puma_local.split = bool(plan)
+        rolled_back = []
+
+        def recover(*args, **kwargs):
+            rolled_back.append(True)
+            return recover_method(*args, **kwargs)
+
         try:
             return super()._live_migration(
-                context, instance, dest, post_method, recover_method,
+                context, instance, dest, post_method, recover,
                 block_migration, migrate_data)
+        except Exception as e:
+            # Nova's monitor saw the job fail (or be cancelled) and rolled
+            # the migration back: the instance is ACTIVE here again and
+            # the migration 'error' (or 'cancelled').  Nova 34 then
+            # raises the migration thread's error as well, and the compute
+            # manager would put the instance in ERROR though it runs here
+            # intact.  Keep the error as a failed event of the action.
+            if not rolled_back or not self._puma_runs_here(instance):
+                raise
+            LOG.warning('Live migration to %(dest)s failed and was rolled '
+                        'back; the instance runs here: %(err)s',
+                        {'dest': dest, 'err': e}, instance=instance)
+            self._puma_record_failure(context, instance, e)
         finally:
             self._puma_local.split = False
             with self._puma_plans_lock:
                 self._puma_source_plans.pop(instance.uuid, None)
+
+    def _puma_runs_here(self, instance):
+        try:
+            return self._host.get_guest(instance).is_active()
+        except Exception:
+            return False
+
+    def _puma_record_failure(self, context, instance, error):
+        """A failed 'puma_live_migration' event with ERROR's traceback."""
+        event = 'puma_live_migration'
+        try:
+            objects.InstanceActionEvent.event_start(
+                context, instance.uuid, event, want_result=False,
+                host=CONF.host)
+            objects.InstanceActionEvent.event_finish_with_failure(
+                context, instance.uuid, event, exc_val=error,
+                exc_tb=error.__traceback__, want_result=False)
+        except Exception as e:
+            LOG.warning('Puma: could not record the failed migration in '
+                        'the instance actions: %s', e, instance=instance)
 
     def _puma_start_split(self, ctxt, instance_uuid, dest):
         """Record the split as running; fail if its plan is gone.

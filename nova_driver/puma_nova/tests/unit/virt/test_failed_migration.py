@@ -1,0 +1,102 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A migration that Nova rolled back leaves the instance ACTIVE here."""
+
+import threading
+from unittest import mock
+
+import fixtures
+from nova import objects
+from nova import test
+from nova.tests import fixtures as nova_fixtures
+from oslo_utils.fixture import uuidsentinel as uuids
+
+from puma_nova.virt import driver
+
+
+class MigrationFailed(Exception):
+    pass
+
+
+class FailedMigrationTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        drv = self.drv = driver.PumaLibvirtDriver.__new__(
+            driver.PumaLibvirtDriver)
+        drv._puma_plans_lock = threading.Lock()
+        drv._puma_source_plans = {}
+        drv._puma_local = threading.local()
+        drv._host = mock.Mock()
+        self.guest = drv._host.get_guest.return_value
+        self.guest.is_active.return_value = True
+        self.instance = objects.Instance(
+            uuid=uuids.instance, system_metadata={},
+            flavor=objects.Flavor(extra_specs={}))
+        self.recover = mock.Mock()
+        self.start = self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceActionEvent.event_start')).mock
+        self.finish = self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceActionEvent.'
+            'event_finish_with_failure')).mock
+        self.rolls_back = True
+
+        def live_migration(drv_self, context, instance, dest, post_method,
+                           recover_method, block_migration, migrate_data):
+            # Nova 34: the monitor rolls a failed job back, then the
+            # migration thread's error is raised (future.result()).
+            if self.rolls_back:
+                recover_method(context, instance, dest, migrate_data,
+                               migration_status='error')
+            raise MigrationFailed('Memory server tcp:10.0.0.3:7000: send '
+                                  'failed: Broken pipe')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver._live_migration',
+            live_migration))
+
+    def _migrate(self):
+        return self.drv._live_migration(
+            mock.sentinel.ctxt, self.instance, 'dest', None, self.recover,
+            False, mock.sentinel.migrate_data)
+
+    def test_rolled_back_failure_is_an_event_not_an_error_state(self):
+        self.assertIsNone(self._migrate())
+        self.recover.assert_called_once_with(
+            mock.sentinel.ctxt, self.instance, 'dest',
+            mock.sentinel.migrate_data, migration_status='error')
+        self.start.assert_called_once_with(
+            mock.sentinel.ctxt, uuids.instance, 'puma_live_migration',
+            want_result=False, host=mock.ANY)
+        kwargs = self.finish.call_args.kwargs
+        self.assertIn('Broken pipe', str(kwargs['exc_val']))
+        self.assertIsNotNone(kwargs['exc_tb'])
+
+    def test_failure_without_rollback_is_raised(self):
+        # Nova's monitor failed before it rolled back: the manager must
+        # see the error (and set the instance's error state).
+        self.rolls_back = False
+        self.assertRaises(MigrationFailed, self._migrate)
+        self.start.assert_not_called()
+
+    def test_failure_of_an_instance_gone_from_here_is_raised(self):
+        self.guest.is_active.return_value = False
+        self.assertRaises(MigrationFailed, self._migrate)
+        self.drv._host.get_guest.side_effect = RuntimeError('no domain')
+        self.assertRaises(MigrationFailed, self._migrate)
+        self.start.assert_not_called()
+
+    def test_event_that_cannot_be_recorded_is_logged(self):
+        self.start.side_effect = RuntimeError('conductor unreachable')
+        self.assertIsNone(self._migrate())
