@@ -27,6 +27,7 @@ docs/nova.md). On top of the libvirt driver it
 
 import os
 import threading
+import traceback
 
 from nova.compute import task_states
 import nova.conf
@@ -666,7 +667,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             LOG.warning('Live migration to %(dest)s failed and was rolled '
                         'back; the instance runs here: %(err)s',
                         {'dest': dest, 'err': e}, instance=instance)
-            self._puma_record_failure(context, instance, e)
+            self._puma_record_failure(context, instance, dest, e)
         finally:
             self._puma_local.split = False
             with self._puma_plans_lock:
@@ -678,16 +679,25 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         except Exception:
             return False
 
-    def _puma_record_failure(self, context, instance, error):
-        """A failed 'puma_live_migration' event with ERROR's traceback."""
+    def _puma_record_failure(self, context, instance, dest, error):
+        """A failed 'puma_live_migration' event of the action.
+
+        Its details (shown to the server's owner) say what happened; its
+        traceback (shown to admins) ends with ERROR's message, e.g.
+        libvirt's, which may name hosts and addresses.
+        """
         event = 'puma_live_migration'
+        clear = exception.MigrationError(
+            reason='the live migration to %s failed and was rolled back; '
+                   'the instance runs on %s' % (dest, CONF.host))
         try:
             objects.InstanceActionEvent.event_start(
                 context, instance.uuid, event, want_result=False,
                 host=CONF.host)
             objects.InstanceActionEvent.event_finish_with_failure(
-                context, instance.uuid, event, exc_val=error,
-                exc_tb=error.__traceback__, want_result=False)
+                context, instance.uuid, event, exc_val=clear,
+                exc_tb=''.join(traceback.format_exception(error)),
+                want_result=False)
         except Exception as e:
             LOG.warning('Puma: could not record the failed migration in '
                         'the instance actions: %s', e, instance=instance)
