@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """lab/lib/mariadb.sh: it stops only what it started, refuses misuse.
 
-Starting a real server is covered by lab/tests/lab/test_cloud.py.
+Starting a real server is covered by lab/tests/cloud/test_cloud.py.
 """
 
 import os

@@ -8,13 +8,17 @@ conductor and scheduler on the control host, nova-compute with the Puma
 driver on hosts a, b and c. The tests use the standard ``openstack``
 client with the cloud's clouds.yaml, in the control namespace.
 
-It is in the default ``./lab/test`` run: it fits the budget. Besides:
-puma-api behind Keystone and Puma's tempest plugin against it, and a
-split migration through ``openstack server migrate`` (b modelled as a
-small host, the memory server on c started by c's nova-compute). What
-it does not cover yet (docs/lab-cloud.md): ports bound by a Neutron
-agent (servers are created with ``--nic none``), a working set checked
-inside the guest (no guest agent channel), Horizon.
+It is in the default ``./lab/test`` run (tox env ``cloud``, beside the
+lab env): it fits the budget. Besides: puma-api behind Keystone and
+Puma's tempest plugin against it, and split migrations through
+``openstack server migrate`` (b modelled as a small host, the memory
+server on c started by c's nova-compute): one that completes, one whose
+memory server dies before the switchover, one aborted with ``openstack
+server migration abort``.  Every server runs a checksummed working set
+(the guest init's ``puma.workset``, reported on the serial console,
+which the tests read with ``openstack console log show``).  What it does
+not cover yet (docs/lab-cloud.md): ports bound by a Neutron agent
+(servers are created with ``--nic none``), Horizon.
 """
 
 import hashlib
@@ -40,6 +44,13 @@ MAIN_FREE_MB = 128
 IMAGE = 'puma-debian'
 KERNEL = '6.1'
 SERVER_TIMEOUT = 300
+# Each server's working set (lab/guest/puma-init: puma.workset), MiB.
+WORKSET_MB = 32
+# Split migrations that must still run when the test acts on them are
+# held to this bandwidth (MiB/s) on the source: libvirt keeps a
+# domain's migrate-setspeed for a migration that asks for none (Nova
+# asks for [libvirt] live_migration_bandwidth, 0 by default).
+SLOW_MIB_S = 2
 
 
 @pytest.fixture(scope='module')
@@ -174,7 +185,8 @@ def test_image_upload_server_create_and_live_migration(cloud):
                   '--property', 'kernel_id=%s' % k['id'],
                   '--property', 'ramdisk_id=%s' % r['id'],
                   '--property', 'os_command_line=console=ttyS0 loglevel=4 '
-                  'no_timer_check puma.root=/dev/vda')
+                  'no_timer_check puma.root=/dev/vda puma.workset=%d'
+                  % WORKSET_MB)
     print('images uploaded in %.1f s (root %d bytes)'
           % (time.monotonic() - t0, os.path.getsize(paths.root_image())))
     assert root['size'] == os.path.getsize(paths.root_image())
@@ -201,6 +213,7 @@ def test_image_upload_server_create_and_live_migration(cloud):
         log = osc(cloud, 'console', 'log', 'show', 'vm1', fmt=False)
     assert 'puma-guest:' in log, log
     print('console: %s' % log.strip()[-300:])
+    rounds = verified(cloud, 'vm1')
     name = server['OS-EXT-SRV-ATTR:instance_name']
     assert domains(cloud, host) == [name]
 
@@ -223,6 +236,8 @@ def test_image_upload_server_create_and_live_migration(cloud):
     assert moved['OS-EXT-SRV-ATTR:host'] == dest, moved
     assert domains(cloud, dest) == [name]
     assert domains(cloud, host) == []
+    # The working set checked out after the move, and goes on.
+    verified(cloud, 'vm1', after=rounds)
 
     osc(cloud, 'server', 'delete', '--wait', 'vm1', fmt=False)
     assert osc(cloud, 'server', 'list') == []
@@ -248,7 +263,80 @@ def wait_for(what, check, timeout):
         time.sleep(2)
 
 
-def test_split_migration_through_the_api(cloud, request):
+def verified(cloud, server, after=-1, timeout=SERVER_TIMEOUT):
+    """The rounds SERVER's working set has verified, once more than AFTER.
+
+    The guest init runs memverify (puma.workset) and reports its state on
+    the serial console every 5 seconds: a page that came back wrong ends
+    it with a last line, which fails the test.
+    """
+    def rounds():
+        log = osc(cloud, 'console', 'log', 'show', server, fmt=False)
+        assert 'puma-guest: workset ended' not in log, log[-2000:]
+        lines = [line.split('puma-guest: workset ', 1)[1] for line in
+                 log.splitlines() if 'puma-guest: workset state=' in line]
+        if not lines:
+            return None
+        state = dict(kv.split('=', 1) for kv in lines[-1].split())
+        assert state['state'] == 'running', lines[-1]
+        n = int(state['rounds'])
+        return n if n > after else None
+    return wait_for('%s\'s working set past round %d' % (server, after),
+                    rounds, timeout)
+
+
+def virsh(cloud, host, *args):
+    """virsh against HOST's libvirtd, in its namespace."""
+    h = cloud.state['hosts'][host]
+    return cloud.run([os.path.join(paths.libvirt_prefix(), 'bin', 'virsh'),
+                      '-c', h['uri']] + list(args), ns=h['ns'])
+
+
+@pytest.fixture
+def small_b(cloud):
+    """Host b modelled with MAIN_FREE_MB free, as puma-scheduler sees it."""
+    cloud.model_free_memory('b', MAIN_FREE_MB)
+    try:
+        # puma-scheduler plans with what b reported last.
+        wait_for('b\'s report of %d MiB free' % MAIN_FREE_MB, lambda: [
+            h for h in puma_list(cloud, 'hosts')
+            if h['name'] == 'b' and h['free_mb'] <= MAIN_FREE_MB],
+            6 * cloud_mod.REPORT_INTERVAL)
+        yield 'b'
+    finally:
+        cloud.model_free_memory('b')
+
+
+def split_server(cloud, name):
+    """A server of the split flavor on host a, its working set running.
+
+    Returns (uuid, libvirt domain name, rounds verified so far).
+    """
+    if not [f for f in osc(cloud, 'flavor', 'list')
+            if f['Name'] == SPLIT_FLAVOR]:
+        osc(cloud, 'flavor', 'create', '--ram', '512', '--vcpus', '1',
+            '--disk', '1', '--property', 'puma:split=allowed', SPLIT_FLAVOR)
+    server = osc(cloud, 'server', 'create', '--flavor', SPLIT_FLAVOR,
+                 '--image', IMAGE, '--nic', 'none', '--availability-zone',
+                 'nova:a', '--wait', name)
+    assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
+        ('ACTIVE', 'a'), server
+    return (server['id'], server['OS-EXT-SRV-ATTR:instance_name'],
+            verified(cloud, name))
+
+
+def migrate(cloud, server, host, wait=True):
+    argv = ['--os-compute-api-version', '2.30', 'server', 'migrate',
+            '--live-migration', '--host', host, server]
+    osc(cloud, *(argv + ['--wait'] if wait else argv), fmt=False)
+
+
+def migrations(cloud, server):
+    return osc(cloud, '--os-compute-api-version', '2.59', 'server',
+               'migration', 'list', '--server', server)
+
+
+def test_split_migration_through_the_api(cloud, small_b):
     """``openstack server migrate --live-migration`` splits a server.
 
     A 512 MiB server whose flavor allows splitting moves from host a to
@@ -256,33 +344,15 @@ def test_split_migration_through_the_api(cloud, request):
     (modelled, see Cloud.model_free_memory): b's Puma driver asks
     puma-scheduler for a plan, c's nova-compute starts the memory server,
     a's libvirtd migrates with the split parameters, and the guest pages
-    from c afterwards.  Deleting the server releases all of it.
+    from c afterwards; its working set checks out.  Deleting the server
+    releases all of it.
     """
-    osc(cloud, 'flavor', 'create', '--ram', '512', '--vcpus', '1', '--disk',
-        '1', '--property', 'puma:split=allowed', SPLIT_FLAVOR)
-    server = osc(cloud, 'server', 'create', '--flavor', SPLIT_FLAVOR,
-                 '--image', IMAGE, '--nic', 'none', '--availability-zone',
-                 'nova:a', '--wait', 'vm2')
-    assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
-        ('ACTIVE', 'a'), server
-    uuid, name = server['id'], server['OS-EXT-SRV-ATTR:instance_name']
-    wait_for('the guest\'s init', lambda: 'puma-guest:' in osc(
-        cloud, 'console', 'log', 'show', 'vm2', fmt=False), SERVER_TIMEOUT)
-
-    cloud.model_free_memory('b', MAIN_FREE_MB)
-    request.addfinalizer(lambda: cloud.model_free_memory('b'))
-    # puma-scheduler plans with what b reported last.
-    wait_for('b\'s report of %d MiB free' % MAIN_FREE_MB, lambda: [
-        h for h in puma_list(cloud, 'hosts')
-        if h['name'] == 'b' and h['free_mb'] <= MAIN_FREE_MB],
-        6 * cloud_mod.REPORT_INTERVAL)
-
+    uuid, name, rounds = split_server(cloud, 'vm2')
     t0 = time.monotonic()
-    osc(cloud, '--os-compute-api-version', '2.30', 'server', 'migrate',
-        '--live-migration', '--host', 'b', '--wait', 'vm2', fmt=False)
+    migrate(cloud, 'vm2', small_b)
     took = time.monotonic() - t0
     moved = osc(cloud, 'server', 'show', 'vm2')
-    migs = osc(cloud, 'server', 'migration', 'list', '--server', 'vm2')
+    migs = migrations(cloud, 'vm2')
     assert [(m['Source Compute'], m['Dest Compute'], m['Status'])
             for m in migs] == [('a', 'b', 'completed')], migs
     assert (moved['status'], moved['OS-EXT-SRV-ATTR:host']) == \
@@ -294,11 +364,8 @@ def test_split_migration_through_the_api(cloud, request):
         [('b', 'c')], entries
     servers = puma_list(cloud, 'memory-servers', host='c')
     assert [s['instance_uuid'] for s in servers] == [uuid], servers
-    virsh = os.path.join(paths.libvirt_prefix(), 'bin', 'virsh')
-    split = json.loads(cloud.run(
-        [virsh, '-c', cloud.state['hosts']['b']['uri'],
-         'qemu-monitor-command', name, '{"execute": "x-query-split"}'],
-        ns=cloud.state['hosts']['b']['ns']))['return']
+    split = json.loads(virsh(cloud, 'b', 'qemu-monitor-command', name,
+                             '{"execute": "x-query-split"}'))['return']
     print('split migration a -> b (sub host c) in %.1f s: %s; ledger %s'
           % (took, split, entries))
     # Pages the guest used went to c, those it never used nowhere; b
@@ -307,15 +374,125 @@ def test_split_migration_through_the_api(cloud, request):
     assert split['resident-pages'] * 4096 <= \
         entries[0]['main_limit_mb'] << 20, (split, entries)
     assert [s['state'] for s in split['servers']] == ['up'], split
+    # Every page of the working set came back right from b or from c.
+    verified(cloud, 'vm2', after=rounds)
     placement_audit(cloud)
 
     # Deleting the server gives everything back.
     osc(cloud, 'server', 'delete', '--wait', 'vm2', fmt=False)
+    released(cloud, uuid)
+
+
+def released(cloud, uuid):
+    """Nothing of UUID's split is left: ledger, memory server, placement."""
     wait_for('the ledger and memory server released', lambda: not [
         e for e in puma_list(cloud, 'ledger', server=uuid, active='true')]
-        and [s['state'] for s in puma_list(cloud, 'memory-servers',
-                                           host='c')] == ['stopped'], 60)
+        and all(s['state'] == 'stopped' for s in puma_list(
+            cloud, 'memory-servers', host='c')
+            if s['instance_uuid'] == uuid), 60)
     placement_audit(cloud)
+
+
+def memory_server_pid(uuid):
+    """The PID of the memory server of server UUID (its log names it)."""
+    binary = os.path.basename(paths.memory_server())
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            if os.path.basename(os.readlink('/proc/%s/exe' % pid)) == \
+                    binary and uuid in os.readlink('/proc/%s/fd/1' % pid):
+                return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def slow_split(cloud, domain, uuid, host):
+    """Start a split migration of server UUID to HOST at SLOW_MIB_S.
+
+    DOMAIN is its libvirt domain on a.  Returns the running migration
+    once its memory server is up.
+    """
+    virsh(cloud, 'a', 'migrate-setspeed', domain, str(SLOW_MIB_S))
+    migrate(cloud, uuid, host, wait=False)
+    return wait_for('a running split migration with its memory server',
+                    lambda: [m for m in migrations(cloud, uuid)
+                             if m['Status'] == 'running'] and
+                    memory_server_pid(uuid) and migrations(cloud, uuid)[0],
+                    SERVER_TIMEOUT)
+
+
+def stays_on_a(cloud, server, name, rounds):
+    """SERVER is ACTIVE on a, running there only, its working set intact."""
+    shown = wait_for('%s back to ACTIVE' % server, lambda: [
+        s for s in [osc(cloud, 'server', 'show', server)]
+        if s['status'] == 'ACTIVE' and not s['OS-EXT-STS:task_state']],
+        SERVER_TIMEOUT)[0]
+    assert shown['OS-EXT-SRV-ATTR:host'] == 'a', shown
+    assert name in domains(cloud, 'a') and name not in domains(cloud, 'b')
+    assert virsh(cloud, 'a', 'domstate', name).split()[0] == 'running'
+    return verified(cloud, server, after=rounds)
+
+
+def test_split_migration_that_loses_its_memory_server(cloud, small_b):
+    """The memory server dies before the switchover: the migration fails.
+
+    Nova records the failure (migration ``failed``; the driver's failed
+    ``puma_live_migration`` event of the action, which names the memory
+    server); the server stays ACTIVE and running on a, its
+    working set intact, and the split's ledger entry, memory server and
+    placement allocations are released.
+    """
+    uuid, name, rounds = split_server(cloud, 'vm3')
+    mig = slow_split(cloud, name, uuid, small_b)
+    pid = memory_server_pid(uuid)
+    os.kill(pid, 9)
+    print('killed memory server %d of %s during migration %s'
+          % (pid, uuid, mig))
+    failed = wait_for('the migration to fail', lambda: [
+        m for m in migrations(cloud, uuid)
+        if m['Status'] in ('error', 'failed', 'completed')], SERVER_TIMEOUT)
+    # Nova's status for a live migration it rolled back.
+    assert [m['Status'] for m in failed] == ['failed'], failed
+    stays_on_a(cloud, 'vm3', name, rounds)
+    actions = osc(cloud, 'server', 'event', 'list', uuid)
+    live = [a for a in actions if a['Action'] == 'live-migration']
+    events = osc(cloud, '--os-compute-api-version', '2.84', 'server',
+                 'event', 'show', uuid, live[0]['Request ID'])['events']
+    print('events: %s' % [(e['event'], e['result'], e.get('details'))
+                          for e in events])
+    # The driver keeps the error as a failed event of the action: what
+    # happened in its details, libvirt's error in its traceback.
+    failed = [e for e in events if e['event'] == 'puma_live_migration']
+    assert [e['result'] for e in failed] == ['Error'], events
+    assert 'failed and was rolled back' in failed[0]['details'], failed
+    assert 'Memory server tcp:' in failed[0]['traceback'], failed
+    released(cloud, uuid)
+
+    # The server still moves: the next split completes.
+    virsh(cloud, 'a', 'migrate-setspeed', name, '0')
+    migrate(cloud, uuid, small_b)
+    assert [m['Status'] for m in migrations(cloud, uuid)][:1] == \
+        ['completed'], migrations(cloud, uuid)
+    verified(cloud, 'vm3', after=rounds)
+    osc(cloud, 'server', 'delete', '--wait', uuid, fmt=False)
+    released(cloud, uuid)
+
+
+def test_split_migration_abort(cloud, small_b):
+    """``openstack server migration abort`` cancels a running split."""
+    uuid, name, rounds = split_server(cloud, 'vm4')
+    mig = slow_split(cloud, name, uuid, small_b)
+    osc(cloud, '--os-compute-api-version', '2.24', 'server', 'migration',
+        'abort', uuid, str(mig['Id']), fmt=False)
+    done = wait_for('the migration to end', lambda: [
+        m for m in migrations(cloud, uuid)
+        if m['Status'] in ('cancelled', 'error', 'failed', 'completed')],
+        SERVER_TIMEOUT)
+    assert [m['Status'] for m in done] == ['cancelled'], done
+    stays_on_a(cloud, 'vm4', name, rounds)
+    released(cloud, uuid)
+    osc(cloud, 'server', 'delete', '--wait', uuid, fmt=False)
+    released(cloud, uuid)
 
 
 def placement_audit(cloud):
