@@ -14,7 +14,8 @@ Puma's tempest plugin against it, and split migrations through
 ``openstack server migrate`` (b modelled as a small host, the memory
 server on c started by c's nova-compute): one that completes, one whose
 memory server dies before the switchover, one aborted with ``openstack
-server migration abort``.  Every server runs a checksummed working set
+server migration abort``, one ended with ``openstack server migration
+force complete``.  Every server runs a checksummed working set
 (the guest init's ``puma.workset``, reported on the serial console,
 which the tests read with ``openstack console log show``).  What it does
 not cover yet (docs/lab-cloud.md): ports bound by a Neutron agent
@@ -474,6 +475,34 @@ def test_split_migration_that_loses_its_memory_server(cloud, small_b):
     assert [m['Status'] for m in migrations(cloud, uuid)][:1] == \
         ['completed'], migrations(cloud, uuid)
     verified(cloud, 'vm3', after=rounds)
+    osc(cloud, 'server', 'delete', '--wait', uuid, fmt=False)
+    released(cloud, uuid)
+
+
+def test_split_migration_force_complete(cloud, small_b):
+    """``openstack server migration force complete`` ends a slow split.
+
+    Nova's monitor pauses the guest (a split never runs post-copy), the
+    split completes, and the server runs on b with its working set
+    intact.
+    """
+    uuid, name, rounds = split_server(cloud, 'vm5')
+    mig = slow_split(cloud, name, uuid, small_b)
+    osc(cloud, '--os-compute-api-version', '2.22', 'server', 'migration',
+        'force', 'complete', uuid, str(mig['Id']), fmt=False)
+    done = wait_for('the migration to end', lambda: [
+        m for m in migrations(cloud, uuid)
+        if m['Status'] in ('cancelled', 'error', 'failed', 'completed')],
+        SERVER_TIMEOUT)
+    assert [m['Status'] for m in done] == ['completed'], done
+    shown = wait_for('vm5 ACTIVE', lambda: [
+        s for s in [osc(cloud, 'server', 'show', uuid)]
+        if s['status'] == 'ACTIVE' and not s['OS-EXT-STS:task_state']],
+        SERVER_TIMEOUT)[0]
+    assert shown['OS-EXT-SRV-ATTR:host'] == 'b', shown
+    assert virsh(cloud, 'b', 'domstate', name).split()[0] == 'running'
+    assert name not in domains(cloud, 'a')
+    verified(cloud, 'vm5', after=rounds)
     osc(cloud, 'server', 'delete', '--wait', uuid, fmt=False)
     released(cloud, uuid)
 
