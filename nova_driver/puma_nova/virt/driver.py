@@ -29,6 +29,7 @@ import os
 import threading
 import traceback
 
+from nova.compute import power_state
 from nova.compute import task_states
 import nova.conf
 from nova import context as nova_context
@@ -662,6 +663,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             # raises the migration thread's error as well, and the compute
             # manager would put the instance in ERROR though it runs here
             # intact.  Keep the error as a failed event of the action.
+            # Nova's rollback after a failed post-copy leaves the source
+            # paused: not ours to hide.
             if not rolled_back or not self._puma_runs_here(instance):
                 raise
             LOG.warning('Live migration to %(dest)s failed and was rolled '
@@ -674,8 +677,14 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 self._puma_source_plans.pop(instance.uuid, None)
 
     def _puma_runs_here(self, instance):
+        """Whether the instance runs here, not paused.
+
+        A migration whose job failed after the switchover (post-copy)
+        leaves the source paused: that one is Nova's error state.
+        """
         try:
-            return self._host.get_guest(instance).is_active()
+            return (self._host.get_guest(instance).get_power_state(
+                self._host) == power_state.RUNNING)
         except Exception:
             return False
 

@@ -16,6 +16,7 @@ import threading
 from unittest import mock
 
 import fixtures
+from nova.compute import power_state
 from nova import exception
 from nova import objects
 from nova import test
@@ -41,7 +42,7 @@ class FailedMigrationTest(test.NoDBTestCase):
         drv._puma_local = threading.local()
         drv._host = mock.Mock()
         self.guest = drv._host.get_guest.return_value
-        self.guest.is_active.return_value = True
+        self.guest.get_power_state.return_value = power_state.RUNNING
         self.instance = objects.Instance(
             uuid=uuids.instance, system_metadata={},
             flavor=objects.Flavor(extra_specs={}))
@@ -98,10 +99,18 @@ class FailedMigrationTest(test.NoDBTestCase):
         self.start.assert_not_called()
 
     def test_failure_of_an_instance_gone_from_here_is_raised(self):
-        self.guest.is_active.return_value = False
+        self.guest.get_power_state.return_value = power_state.SHUTDOWN
         self.assertRaises(MigrationFailed, self._migrate)
         self.drv._host.get_guest.side_effect = RuntimeError('no domain')
         self.assertRaises(MigrationFailed, self._migrate)
+        self.start.assert_not_called()
+
+    def test_failure_that_left_the_source_paused_is_raised(self):
+        # A post-copy migration that failed after the switchover: the
+        # source is paused, its memory partly on the destination.
+        self.guest.get_power_state.return_value = power_state.PAUSED
+        self.assertRaises(MigrationFailed, self._migrate)
+        self.guest.get_power_state.assert_called_with(self.drv._host)
         self.start.assert_not_called()
 
     def test_event_that_cannot_be_recorded_is_logged(self):
