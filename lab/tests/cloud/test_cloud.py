@@ -25,7 +25,6 @@ not cover yet (docs/lab-cloud.md): ports bound by a Neutron agent
 import hashlib
 import json
 import os
-import subprocess
 import time
 
 import pytest
@@ -157,11 +156,7 @@ def test_tempest_plugin_against_puma_api(cloud):
 
 def domains(cloud, host):
     """Running domains of HOST's libvirtd."""
-    virsh = os.path.join(paths.libvirt_prefix(), 'bin', 'virsh')
-    return subprocess.run(
-        ['ip', 'netns', 'exec', cloud.state['hosts'][host]['ns'], virsh,
-         '-c', cloud.state['hosts'][host]['uri'], 'list', '--name'],
-        capture_output=True, text=True, check=True).stdout.split()
+    return virsh(cloud, host, 'list', '--name').split()
 
 
 def upload(cloud, path, name, disk_format, *extra):
@@ -422,12 +417,17 @@ def slow_split(cloud, domain, uuid, host):
                     SERVER_TIMEOUT)
 
 
-def stays_on_a(cloud, server, name, rounds):
-    """SERVER is ACTIVE on a, running there only, its working set intact."""
-    shown = wait_for('%s back to ACTIVE' % server, lambda: [
+def settled(cloud, server):
+    """``server show`` of SERVER once it is ACTIVE with no task."""
+    return wait_for('%s ACTIVE with no task' % server, lambda: [
         s for s in [osc(cloud, 'server', 'show', server)]
         if s['status'] == 'ACTIVE' and not s['OS-EXT-STS:task_state']],
         SERVER_TIMEOUT)[0]
+
+
+def stays_on_a(cloud, server, name, rounds):
+    """SERVER is ACTIVE on a, running there only, its working set intact."""
+    shown = settled(cloud, server)
     assert shown['OS-EXT-SRV-ATTR:host'] == 'a', shown
     assert name in domains(cloud, 'a') and name not in domains(cloud, 'b')
     assert virsh(cloud, 'a', 'domstate', name).split()[0] == 'running'
@@ -495,10 +495,7 @@ def test_split_migration_force_complete(cloud, small_b):
         if m['Status'] in ('cancelled', 'error', 'failed', 'completed')],
         SERVER_TIMEOUT)
     assert [m['Status'] for m in done] == ['completed'], done
-    shown = wait_for('vm5 ACTIVE', lambda: [
-        s for s in [osc(cloud, 'server', 'show', uuid)]
-        if s['status'] == 'ACTIVE' and not s['OS-EXT-STS:task_state']],
-        SERVER_TIMEOUT)[0]
+    shown = settled(cloud, uuid)
     assert shown['OS-EXT-SRV-ATTR:host'] == 'b', shown
     assert virsh(cloud, 'b', 'domstate', name).split()[0] == 'running'
     assert name not in domains(cloud, 'a')

@@ -659,12 +659,12 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         except Exception as e:
             # Nova's monitor saw the job fail (or be cancelled) and rolled
             # the migration back: the instance is ACTIVE here again and
-            # the migration 'error' (or 'cancelled').  Nova 34 then
+            # the migration 'failed' (or 'cancelled').  Nova 34 then
             # raises the migration thread's error as well, and the compute
             # manager would put the instance in ERROR though it runs here
             # intact.  Keep the error as a failed event of the action.
-            # Nova's rollback after a failed post-copy leaves the source
-            # paused: not ours to hide.
+            # A failed post-copy leaves the source paused: not ours to
+            # hide.
             if not rolled_back or not self._puma_runs_here(instance):
                 raise
             LOG.warning('Live migration to %(dest)s failed and was rolled '

@@ -12,7 +12,6 @@
 
 """A migration that Nova rolled back leaves the instance ACTIVE here."""
 
-import threading
 from unittest import mock
 
 import fixtures
@@ -23,7 +22,7 @@ from nova import test
 from nova.tests import fixtures as nova_fixtures
 from oslo_utils.fixture import uuidsentinel as uuids
 
-from puma_nova.virt import driver
+from puma_nova.tests.unit.virt import test_source_split
 
 
 class MigrationFailed(Exception):
@@ -35,11 +34,7 @@ class FailedMigrationTest(test.NoDBTestCase):
     def setUp(self):
         super().setUp()
         self.useFixture(nova_fixtures.LibvirtFixture())
-        drv = self.drv = driver.PumaLibvirtDriver.__new__(
-            driver.PumaLibvirtDriver)
-        drv._puma_plans_lock = threading.Lock()
-        drv._puma_source_plans = {}
-        drv._puma_local = threading.local()
+        drv = self.drv = test_source_split.source_driver()
         drv._host = mock.Mock()
         self.guest = drv._host.get_guest.return_value
         self.guest.get_power_state.return_value = power_state.RUNNING

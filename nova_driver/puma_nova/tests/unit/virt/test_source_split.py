@@ -38,19 +38,23 @@ def _instance(splittable=True):
                             flavor=objects.Flavor(extra_specs=specs))
 
 
+def source_driver():
+    """A Puma driver with only the parts the source side uses."""
+    drv = driver.PumaLibvirtDriver.__new__(driver.PumaLibvirtDriver)
+    drv._puma_plans_lock = threading.Lock()
+    drv._puma_source_plans = {}
+    drv._puma_local = threading.local()
+    drv._puma_compute_api = mock.Mock()
+    drv._puma_scheduler_api = mock.Mock()
+    return drv
+
+
 class SourceSplitTest(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
         self.useFixture(nova_fixtures.LibvirtFixture())
-        # Only the parts of the driver the source side uses.
-        drv = self.drv = driver.PumaLibvirtDriver.__new__(
-            driver.PumaLibvirtDriver)
-        drv._puma_plans_lock = threading.Lock()
-        drv._puma_source_plans = {}
-        drv._puma_local = threading.local()
-        drv._puma_compute_api = mock.Mock()
-        drv._puma_scheduler_api = mock.Mock()
+        self.drv = source_driver()
         self.migrate_data = objects.LibvirtLiveMigrateData(
             migration=objects.Migration(uuid=uuids.migration))
         self.seen = {}
