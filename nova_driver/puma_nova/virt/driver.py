@@ -582,9 +582,34 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             block_device_info)
         with self._puma_plans_lock:
             plan = self._puma_plans.pop(instance.uuid, None)
-        if plan:
+        if plan or self._puma_runs_split_here(context, instance):
             self._puma_set_state(context, instance.uuid, 'done')
             self._puma_ledger.invalidate()
+
+    def _puma_runs_split_here(self, context, instance):
+        """Whether the ledger has the instance running split to here.
+
+        The plan this host kept since its checks is gone when its
+        nova-compute restarted during the migration; the source migrated
+        with the plan all the same, and the split must be recorded.
+        """
+        if not split.is_allowed(instance):
+            return False
+        try:
+            entries = self._puma_instance_entries(context, instance.uuid,
+                                                  self._puma_host)
+        except Exception as e:
+            LOG.warning('Puma: cannot read the ledger to finish the split '
+                        'migration of %s: %s', instance.uuid, e)
+            return False
+        running = [e for e in entries
+                   if e.get('main_host') == self._puma_host and
+                   e.get('state') == 'running']
+        if running:
+            LOG.info('Puma: finishing a split migration whose plan this '
+                     'host lost (nova-compute restarted?): sub host %s',
+                     running[0].get('sub_host'), instance=instance)
+        return bool(running)
 
     def rollback_live_migration_at_destination(self, context, instance,
                                                network_info,
@@ -647,16 +672,38 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                     self._puma_source_plans[instance.uuid] = plan
         self._puma_local.split = bool(plan)
         rolled_back = []
+        posted = []
 
         def recover(*args, **kwargs):
             rolled_back.append(True)
             return recover_method(*args, **kwargs)
 
+        def post(*args, **kwargs):
+            posted.append(True)
+            return post_method(*args, **kwargs)
+
         try:
             return super()._live_migration(
-                context, instance, dest, post_method, recover,
+                context, instance, dest, post, recover,
                 block_migration, migrate_data)
         except Exception as e:
+            if not rolled_back and not posted and self._puma_left_here(
+                    instance):
+                # Nova's monitor failed (e.g. its progress save lost the
+                # conductor's reply while RabbitMQ restarted) after
+                # libvirt completed the migration: the domain was
+                # undefined here, Nova's abort came too late, and the
+                # instance would be put in ERROR here while it runs on
+                # the destination.  Finish the migration as the monitor
+                # does when it sees the job completed.
+                LOG.warning('Monitoring the live migration to %(dest)s '
+                            'failed after it completed (%(err)s); the '
+                            'domain left this host: finishing the '
+                            'migration', {'dest': dest, 'err': e},
+                            instance=instance)
+                post_method(context, instance, dest, block_migration,
+                            migrate_data)
+                return None
             # Nova's monitor saw the job fail (or be cancelled) and rolled
             # the migration back: the instance is ACTIVE here again and
             # the migration 'failed' (or 'cancelled').  Nova 34 then
@@ -675,6 +722,22 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._puma_local.split = False
             with self._puma_plans_lock:
                 self._puma_source_plans.pop(instance.uuid, None)
+
+    def _puma_left_here(self, instance):
+        """Whether the instance's domain is no longer defined here.
+
+        Nova's live migrations undefine the source's domain
+        (VIR_MIGRATE_UNDEFINE_SOURCE), which libvirt does only once the
+        destination confirmed the migration; a domain that failed or
+        stopped stays defined.
+        """
+        try:
+            self._host.get_guest(instance)
+        except exception.InstanceNotFound:
+            return True
+        except Exception:
+            return False
+        return False
 
     def _puma_runs_here(self, instance):
         """Whether the instance runs here, not paused.

@@ -10,7 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""A migration that Nova rolled back leaves the instance ACTIVE here."""
+"""A migration that Nova rolled back leaves the instance ACTIVE here;
+one whose monitoring failed after libvirt completed it is finished."""
 
 from unittest import mock
 
@@ -111,3 +112,73 @@ class FailedMigrationTest(test.NoDBTestCase):
     def test_event_that_cannot_be_recorded_is_logged(self):
         self.start.side_effect = RuntimeError('conductor unreachable')
         self.assertIsNone(self._migrate())
+
+
+class MonitorFailedAfterCompletionTest(test.NoDBTestCase):
+    """Nova's monitor failed while libvirt completed the migration.
+
+    Seen in the lab cloud with RabbitMQ restarted during a migration:
+    the monitor's progress save (a conductor call) lost its reply and
+    timed out after 60 s, by which time the migration had completed and
+    the domain had left this host; Nova could not abort it and put the
+    instance, which ran intact on the destination, in ERROR on the
+    source.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        drv = self.drv = test_source_split.source_driver()
+        drv._host = mock.Mock()
+        drv._host.get_guest.side_effect = exception.InstanceNotFound(
+            instance_id=uuids.instance)
+        self.instance = objects.Instance(
+            uuid=uuids.instance, system_metadata={},
+            flavor=objects.Flavor(extra_specs={}))
+        self.post = mock.Mock()
+        self.recover = mock.Mock()
+        self.completes = False
+
+        def live_migration(drv_self, context, instance, dest, post_method,
+                           recover_method, block_migration, migrate_data):
+            if self.completes:
+                # The monitor saw the job complete; the post step failed.
+                post_method(context, instance, dest, block_migration,
+                            migrate_data)
+            raise MigrationFailed('Timed out waiting for a reply')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver._live_migration',
+            live_migration))
+
+    def _migrate(self):
+        return self.drv._live_migration(
+            mock.sentinel.ctxt, self.instance, 'dest', self.post,
+            self.recover, False, mock.sentinel.migrate_data)
+
+    def test_migration_that_left_is_finished(self):
+        self.assertIsNone(self._migrate())
+        self.post.assert_called_once_with(
+            mock.sentinel.ctxt, self.instance, 'dest', False,
+            mock.sentinel.migrate_data)
+        self.recover.assert_not_called()
+
+    def test_failed_post_step_is_not_run_twice(self):
+        self.completes = True
+        self.post.side_effect = [None]
+        self.assertRaises(MigrationFailed, self._migrate)
+        self.post.assert_called_once()
+
+    def test_domain_still_here_is_raised(self):
+        # Still defined here (running, paused or shut off): libvirt did
+        # not complete the migration.
+        self.drv._host.get_guest.side_effect = None
+        self.drv._host.get_guest.return_value.get_power_state.\
+            return_value = power_state.SHUTDOWN
+        self.assertRaises(MigrationFailed, self._migrate)
+        self.post.assert_not_called()
+
+    def test_unknown_domain_state_is_raised(self):
+        self.drv._host.get_guest.side_effect = RuntimeError('libvirtd away')
+        self.assertRaises(MigrationFailed, self._migrate)
+        self.post.assert_not_called()
