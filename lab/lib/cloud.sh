@@ -6,8 +6,8 @@
 # Depends on: lib/common.sh, lib/deps.sh (install_deps has run: MariaDB
 # and RabbitMQ are installed), lib/nova.sh (install_nova_venv has run:
 # nova-compute runs in the Nova environment).
-# Call order: install_cloud_venv, install_tempest_venv (idempotent; a
-# second run only checks).
+# Call order: install_cloud_venv, install_tempest_venv,
+# install_horizon_venv (idempotent; a second run only checks).
 #
 # $PUMA_CACHE/cloud/KEY/venv holds lab/cloud-env/requirements.txt (Keystone,
 # Placement, Glance, Nova's control services, Neutron, the openstack
@@ -60,4 +60,33 @@ install_tempest_venv()
 	local con=$PUMA_TOP/lab/cloud-env/constraints.txt
 	install_keyed_venv tempest "$(content_hash "$req" "$con" | cut -c1-16)" \
 		"tempest environment" "PyPI" create_tempest_venv "$req" "$con"
+}
+
+# create_horizon_venv BASE REQ CONSTRAINTS - Horizon and Selenium in
+# BASE/venv.
+create_horizon_venv()
+{
+	local base=$1 req=$2 con=$3
+	/usr/bin/python3 -m venv "$base/venv" &&
+	"$base/venv/bin/pip" install --upgrade pip &&
+	"$base/venv/bin/pip" install -c "$con" -r "$req" &&
+	"$base/venv/bin/python" -c '
+import importlib.metadata as m
+for p in ("horizon", "Django", "selenium"):
+    print(p, m.version(p))'
+}
+
+# $PUMA_CACHE/horizon/KEY/venv: Horizon (lab/cloud-env/
+# horizon-requirements.txt, the cloud's constraints) for the lab cloud's
+# dashboard, and Selenium, which drives Debian's Chromium against it.
+# Apart from the cloud environment: Horizon brings Django and its own
+# libraries.  Puma's panel is not installed here: the cloud puts the
+# checkout's puma_nova on Horizon's PYTHONPATH and links the panel's
+# enabled files (devstack/lib/puma install_puma_dashboard).
+install_horizon_venv()
+{
+	local req=$PUMA_TOP/lab/cloud-env/horizon-requirements.txt
+	local con=$PUMA_TOP/lab/cloud-env/constraints.txt
+	install_keyed_venv horizon "$(content_hash "$req" "$con" | cut -c1-16)" \
+		"Horizon environment" "PyPI" create_horizon_venv "$req" "$con"
 }

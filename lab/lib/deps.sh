@@ -7,7 +7,8 @@
 PUMA_APT_SOURCES=/etc/apt/sources.list.d/puma-lab.sources
 
 # Build dependencies of QEMU and libvirt (subset of their Build-Depends that
-# our configure options use), the lab's runtime tools and the module build.
+# our configure options use), the lab's runtime tools and the module build;
+# Chromium and its WebDriver for the lab cloud's Horizon test.
 PUMA_APT_PACKAGES="
 	ninja-build pkgconf flex bison python3-venv quilt patch git ca-certificates
 	ccache
@@ -21,6 +22,7 @@ PUMA_APT_PACKAGES="
 	systemd
 	gcc gcc-multilib make libelf-dev libssl-dev bc dwarves
 	clang libclang-rt-14-dev
+	chromium chromium-driver
 	python3 python3-pip python3-dev"
 # Daemons the lab runs privately, one instance per test or cloud
 # (lib/rabbitmq.sh, lib/mariadb.sh);

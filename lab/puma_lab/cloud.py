@@ -37,6 +37,7 @@ import sys
 import time
 
 from puma_lab import errors
+from puma_lab import horizon
 from puma_lab import host as host_mod
 from puma_lab import lab as lab_mod
 from puma_lab import netns
@@ -78,6 +79,9 @@ PRIVSEP_SECTIONS = ('nova_sys_admin', 'privsep_osbrick',
                     'vif_plug_ovs_privileged',
                     'vif_plug_linux_bridge_privileged')
 HTTP_TIMEOUT = 180
+# Seconds a stopped service has to end (nova-compute's graceful shutdown
+# takes up to oslo.service's graceful_shutdown_timeout, 60) before SIGKILL.
+STOP_TIMEOUT = 90
 COMPUTE_TIMEOUT = 300
 # Nova 34's services run on native threads (docs/nova-compute.md).
 NOVA_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'true'}
@@ -99,7 +103,7 @@ def missing():
     """None if everything the cloud runs is installed, else why not."""
     if not os.path.exists(os.path.join(env_dir(), 'good')):
         return 'no cloud environment in %s (run lab/setup cloud)' % env_dir()
-    why = nova_compute.missing()
+    why = nova_compute.missing() or horizon.missing(browser=False)
     if why:
         return why
     for path, step in (('/usr/sbin/mariadbd', 'deps'),
@@ -272,8 +276,15 @@ class Cloud:
                          '. %s/mariadb.sh; %s' % (lib, lib, lib, script)])
 
     def spawn(self, name, argv, ns=None, env=None):
-        """Start a long-running service; its PID goes to pids/NAME."""
+        """Start a long-running service; its PID goes to pids/NAME.
+
+        How it was started is kept in the state, so that ``start(NAME)``
+        starts it again after ``stop(NAME)`` (the fault tests).
+        """
         ns = ns or self.state['control_ns']
+        self.state.setdefault('services', {})[name] = {
+            'argv': list(argv), 'ns': ns, 'env': dict(env or {})}
+        self.save()
         log = self.path('log', name + '.log')
         with open(log, 'a') as out:
             p = subprocess.Popen(['ip', 'netns', 'exec', ns] + list(argv),
@@ -284,6 +295,54 @@ class Cloud:
         with open(self.path('pids', name), 'w') as f:
             f.write('%d\n' % p.pid)
         return p
+
+    def pid(self, name):
+        """The PID of service NAME (pids/NAME), or None if it is stopped."""
+        try:
+            with open(self.path('pids', name)) as f:
+                pid = int(f.read())
+        except FileNotFoundError:
+            return None
+        return pid if _alive(pid) else None
+
+    def stop(self, name, timeout=STOP_TIMEOUT):
+        """Stop service NAME (SIGTERM, SIGKILL after TIMEOUT seconds).
+
+        Returns how it ended: 'terminated', 'killed' or 'not running'.
+        """
+        pid = self.pid(name)
+        how = 'not running'
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            how = 'terminated'
+            deadline = time.monotonic() + timeout
+            while _alive(pid):
+                if time.monotonic() > deadline and how == 'terminated':
+                    os.kill(pid, signal.SIGKILL)
+                    how = 'killed'
+                time.sleep(0.2)
+        os.unlink(self.path('pids', name))
+        self.step('%s stopped (%s)' % (name, how))
+        return how
+
+    def start(self, name):
+        """Start service NAME again, as ``up`` started it."""
+        if self.pid(name) is not None:
+            raise errors.LabError('%s runs already' % name)
+        svc = self.state['services'][name]
+        self.spawn(name, svc['argv'], ns=svc['ns'], env=svc['env'])
+        self.step('%s started again' % name)
+
+    def restart_rabbitmq(self):
+        """Stop the cloud's RabbitMQ and start it again.
+
+        Its queues are lost: oslo.messaging's clients reconnect and
+        declare theirs again.
+        """
+        self.sh('stop_rabbitmq %s' % self.state['rabbitmq'])
+        self.sh('start_rabbitmq %s %d %s' % (self.state['rabbitmq'],
+                                             AMQP_PORT, self.addr))
+        self.step('RabbitMQ restarted')
 
     def ops(self, cmd, arg, timeout=600):
         """A puma_lab.cloud_ops command (cloud venv, control namespace)."""
@@ -396,6 +455,7 @@ class Cloud:
         self.neutron()
         self.nova()
         self.puma()
+        horizon.start(self)
         for h in hosts:
             self.compute(h)
         self.step('waiting for nova-compute on %s' % ', '.join(COMPUTES))
@@ -709,12 +769,17 @@ class Cloud:
         self.save()
 
 
-def _alive(pid, comm=None):
+def _alive(pid):
+    """PID runs (a zombie does not; one of ours is reaped)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
-    return True
 
 
 def status(rundir=None):
@@ -737,6 +802,9 @@ def status(rundir=None):
             pid = int(f.read())
         out.append('  %-22s pid %-7d %s' % (
             name, pid, 'running' if _alive(pid) else 'NOT RUNNING'))
+    if st.get('horizon'):
+        out.append('Horizon: http://%s:%d/ (Admin > Puma > Memory Pool)'
+                   % (st['control_addr'], horizon.PORT))
     if st.get('clouds_yaml'):
         out.append('clouds.yaml: %s' % st['clouds_yaml'])
         with open(st['clouds_yaml']) as f:
@@ -744,13 +812,27 @@ def status(rundir=None):
     return out
 
 
-def down(rundir=None, say=print):
-    """Stop the cloud in RUNDIR (the one that is up by default)."""
+def down(rundir=None, say=print, keep_logs=None):
+    """Stop the cloud in RUNDIR (the one that is up by default).
+
+    With KEEP_LOGS, the services' logs are copied to a new folder
+    cloud-TIME there first (the run directory goes).
+    """
     rundir = rundir or find()
     if rundir is None:
         say('no lab cloud is up')
         return
     st = load(rundir)
+    if keep_logs and os.path.isdir(os.path.join(rundir, 'log')):
+        kept = os.path.join(keep_logs, time.strftime('cloud-%Y%m%d-%H%M%S'))
+        shutil.copytree(os.path.join(rundir, 'log'), kept)
+        say('the cloud\'s logs are in %s' % kept)
+    if st.get('horizon'):
+        # Puma's panel out of the Horizon environment (cleanup_puma).
+        try:
+            horizon.devstack('cleanup_puma', Cloud.attach(rundir, say=say))
+        except errors.LabError as e:
+            say('Horizon\'s panel links not removed: %s' % e)
     pids = os.path.join(rundir, 'pids')
     for name in sorted(os.listdir(pids)) if os.path.isdir(pids) else ():
         with open(os.path.join(pids, name)) as f:

@@ -85,6 +85,61 @@ def lab(request):
         yield lab
 
 
+@pytest.fixture(scope='session')
+def cloud():
+    """The lab cloud (puma_lab.cloud), up for every test that wants it.
+
+    One per session: the cloud tests of several modules share it; the
+    last module (test_zz_cloud_teardown) takes it down with ``no_cloud``
+    and checks that nothing is left.
+    """
+    from puma_lab import cloud as cloud_mod
+    require('the lab cloud', cloud_mod.missing())
+    c = cloud_mod.Cloud()
+    _CLOUDS.append(c)
+    try:
+        c.up()
+        yield c
+    finally:
+        cloud_down()
+
+
+_CLOUDS = []
+
+
+def cloud_down():
+    """Take the session's cloud down now (idempotent)."""
+    from puma_lab import cloud as cloud_mod
+    while _CLOUDS:
+        c = _CLOUDS.pop()
+        if c.lab is not None:
+            cloud_mod.down(c.lab.dir, say=print,
+                           keep_logs=os.environ.get('PUMA_LOGS'))
+
+
+@pytest.fixture
+def no_cloud():
+    """The session's cloud is down (the last cloud test checks leftovers)."""
+    cloud_down()
+
+
+@pytest.fixture
+def small_b(cloud):
+    """Host b modelled with MAIN_FREE_MB free, as puma-scheduler sees it."""
+    from puma_lab import cloud as cloud_mod
+    from puma_lab import cloud_checks as cc
+    cloud.model_free_memory('b', cc.MAIN_FREE_MB)
+    try:
+        # puma-scheduler plans with what b reported last.
+        cc.wait_for('b\'s report of %d MiB free' % cc.MAIN_FREE_MB, lambda: [
+            h for h in cc.puma_list(cloud, 'hosts')
+            if h['name'] == 'b' and h['free_mb'] <= cc.MAIN_FREE_MB],
+            6 * cloud_mod.REPORT_INTERVAL)
+        yield 'b'
+    finally:
+        cloud.model_free_memory('b')
+
+
 def skip_reason(report):
     """What a skipped (or xfailed) test or collector said."""
     if hasattr(report, 'wasxfail'):

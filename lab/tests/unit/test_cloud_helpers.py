@@ -118,3 +118,36 @@ def test_model_meminfo_sets_free_and_drops_the_cache():
     # Nova's Host.get_memory_mb_used() parses it the same way.
     m = model.split()
     assert int(m[m.index('MemFree:') + 1]) // 1024 == 80
+
+
+def test_alive_reaps_a_zombie_of_ours():
+    # A stopped service started by this process stays a zombie until it
+    # is reaped: Cloud.stop must not wait for it until SIGKILL.
+    import subprocess
+    import time
+    p = subprocess.Popen(['true'])
+    time.sleep(0.5)
+    assert not cloud._alive(p.pid)
+    q = subprocess.Popen(['sleep', '30'])
+    try:
+        assert cloud._alive(q.pid)
+    finally:
+        q.kill()
+        q.wait()
+
+
+def test_horizon_settings_point_at_the_cloud():
+    import ast
+    from puma_lab import horizon
+    text = horizon.SETTINGS.format(rundir='/run/x', addr='10.77.0.11',
+                                   secret='s' * 64, static='/run/x/static')
+    tree = ast.parse(text)
+    values = {t.id: ast.literal_eval(node.value)
+              for node in tree.body if isinstance(node, ast.Assign)
+              for t in node.targets}
+    assert tree.body[0].module == 'openstack_dashboard.settings'
+    assert values['OPENSTACK_KEYSTONE_URL'] == 'http://10.77.0.11:5000/v3'
+    assert values['STATIC_ROOT'] == values['COMPRESS_ROOT'] == \
+        '/run/x/static'
+    assert values['DEBUG'] is False and values['SECRET_KEY'] == 's' * 64
+    compile(horizon.WSGI, 'wsgi', 'exec')

@@ -1,0 +1,253 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Driving the lab cloud as its tests do: the ``openstack`` client,
+puma-api, virsh on the compute hosts, and the checks the tests share.
+
+Every function takes the :class:`puma_lab.cloud.Cloud` that is up.  The
+checks raise AssertionError with what they saw; waits end with one after
+their timeout.
+"""
+
+import hashlib
+import json
+import os
+import time
+
+from puma_lab import cloud as cloud_mod
+from puma_lab import errors
+from puma_lab import paths
+
+FLAVOR = 'puma.small'
+SPLIT_FLAVOR = 'puma.split'
+# The main host of the split is modelled with this much free memory
+# (Cloud.model_free_memory): a 512 MiB guest does not fit; what stays
+# resident (this less the host's margin, 64 MiB) is at least
+# [puma_scheduler] min_resident_ratio of it.
+MAIN_FREE_MB = 128
+IMAGE = 'puma-debian'
+KERNEL = '6.1'
+SERVER_TIMEOUT = 300
+# Each server's working set (lab/guest/puma-init: puma.workset), MiB.
+WORKSET_MB = 32
+# Split migrations that must still run when the test acts on them are
+# held to this bandwidth (MiB/s) on the source: libvirt keeps a
+# domain's migrate-setspeed for a migration that asks for none (Nova
+# asks for [libvirt] live_migration_bandwidth, 0 by default).
+SLOW_MIB_S = 2
+
+
+def osc(cloud, *args, project='admin', fmt=True):
+    """The openstack client against the cloud; parsed JSON with FMT."""
+    argv = [cloud_mod.venv('bin', 'openstack'), '--os-cloud',
+            'lab-%s' % project] + list(args)
+    if fmt:
+        argv += ['-f', 'json']
+    out = cloud.run(argv, env={'OS_CLIENT_CONFIG_FILE':
+                               cloud.path('clouds.yaml'),
+                               # The "openstack puma" commands.
+                               'PYTHONPATH': cloud.state['puma_site']})
+    return json.loads(out) if fmt else out
+
+
+def domains(cloud, host):
+    """Running domains of HOST's libvirtd."""
+    return virsh(cloud, host, 'list', '--name').split()
+
+
+def upload(cloud, path, name, disk_format, *extra):
+    img = osc(cloud, 'image', 'create', '--disk-format', disk_format,
+              '--container-format', 'bare' if disk_format == 'raw'
+              else disk_format, '--public', '--file', path, *extra, name)
+    assert img['status'] == 'active', img
+    with open(path, 'rb') as f:
+        md5 = hashlib.file_digest(f, 'md5').hexdigest()
+    assert img['checksum'] == md5, (img, md5)
+    return img
+
+
+def guest_image(cloud):
+    """The Glance image of the lab's guest, uploaded once per cloud.
+
+    The lab's guest image is a bare ext4 root file system: Nova boots it
+    with the kernel and initrd images (direct kernel boot); the init's
+    ``puma.workset`` runs the checked working set.
+    """
+    found = [i for i in osc(cloud, 'image', 'list') if i['Name'] == IMAGE]
+    if found:
+        return osc(cloud, 'image', 'show', found[0]['ID'])
+    kernel = paths.kernel(KERNEL)
+    t0 = time.monotonic()
+    k = upload(cloud, kernel.vmlinuz, 'puma-kernel-' + KERNEL, 'aki')
+    r = upload(cloud, kernel.initrd, 'puma-initrd-' + KERNEL, 'ari')
+    root = upload(cloud, paths.root_image(), IMAGE, 'raw',
+                  '--property', 'kernel_id=%s' % k['id'],
+                  '--property', 'ramdisk_id=%s' % r['id'],
+                  '--property', 'os_command_line=console=ttyS0 loglevel=4 '
+                  'no_timer_check puma.root=/dev/vda puma.workset=%d'
+                  % WORKSET_MB)
+    print('images uploaded in %.1f s (root %d bytes)'
+          % (time.monotonic() - t0, os.path.getsize(paths.root_image())))
+    assert root['size'] == os.path.getsize(paths.root_image()), root
+    return root
+
+
+def puma_list(cloud, what, **query):
+    """A puma-api list as the cloud's admin (every field of its rows)."""
+    token = osc(cloud, 'token', 'issue')['id']
+    url = cloud.url('puma', '/v1/' + what)
+    if query:
+        url += '?' + '&'.join('%s=%s' % kv for kv in sorted(query.items()))
+    return json.loads(cloud.run(['curl', '-sf', '-H', 'X-Auth-Token: ' +
+                                 token, url]))[what.replace('-', '_')]
+
+
+def wait_for(what, check, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            assert value, 'timed out waiting for %s' % what
+            return value
+        time.sleep(2)
+
+
+def verified(cloud, server, after=-1, timeout=SERVER_TIMEOUT):
+    """The rounds SERVER's working set has verified, once more than AFTER.
+
+    The guest init runs memverify (puma.workset) and reports its state on
+    the serial console every 5 seconds: a page that came back wrong ends
+    it with a last line, which fails the test.
+    """
+    def rounds():
+        log = osc(cloud, 'console', 'log', 'show', server, fmt=False)
+        assert 'puma-guest: workset ended' not in log, log[-2000:]
+        lines = [line.split('puma-guest: workset ', 1)[1] for line in
+                 log.splitlines() if 'puma-guest: workset state=' in line]
+        if not lines:
+            return None
+        state = dict(kv.split('=', 1) for kv in lines[-1].split())
+        assert state['state'] == 'running', lines[-1]
+        n = int(state['rounds'])
+        return n if n > after else None
+    return wait_for('%s\'s working set past round %d' % (server, after),
+                    rounds, timeout)
+
+
+def virsh(cloud, host, *args):
+    """virsh against HOST's libvirtd, in its namespace."""
+    h = cloud.state['hosts'][host]
+    return cloud.run([os.path.join(paths.libvirt_prefix(), 'bin', 'virsh'),
+                      '-c', h['uri']] + list(args), ns=h['ns'])
+
+
+def split_server(cloud, name):
+    """A server of the split flavor on host a, its working set running.
+
+    Returns (uuid, libvirt domain name, rounds verified so far).
+    """
+    guest_image(cloud)
+    if not [f for f in osc(cloud, 'flavor', 'list')
+            if f['Name'] == SPLIT_FLAVOR]:
+        osc(cloud, 'flavor', 'create', '--ram', '512', '--vcpus', '1',
+            '--disk', '1', '--property', 'puma:split=allowed', SPLIT_FLAVOR)
+    server = osc(cloud, 'server', 'create', '--flavor', SPLIT_FLAVOR,
+                 '--image', IMAGE, '--nic', 'none', '--availability-zone',
+                 'nova:a', '--wait', name)
+    assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
+        ('ACTIVE', 'a'), server
+    return (server['id'], server['OS-EXT-SRV-ATTR:instance_name'],
+            verified(cloud, name))
+
+
+def migrate(cloud, server, host, wait=True):
+    """``openstack server migrate --live-migration --host HOST SERVER``.
+
+    The client's SDK asks for such a migration with compute API 2.30, so
+    Nova checks the destination before it answers: a failed check is the
+    command's error (400), the migration's status 'error'.
+    """
+    argv = ['--os-compute-api-version', '2.30', 'server', 'migrate',
+            '--live-migration', '--host', host, server]
+    osc(cloud, *(argv + ['--wait'] if wait else argv), fmt=False)
+
+
+def migrations(cloud, server):
+    return osc(cloud, '--os-compute-api-version', '2.59', 'server',
+               'migration', 'list', '--server', server)
+
+
+def released(cloud, uuid):
+    """Nothing of UUID's split is left: ledger, memory server, placement."""
+    wait_for('the ledger and memory server released', lambda: not [
+        e for e in puma_list(cloud, 'ledger', server=uuid, active='true')]
+        and all(s['state'] == 'stopped' for s in puma_list(
+            cloud, 'memory-servers', host='c')
+            if s['instance_uuid'] == uuid), 60)
+    placement_audit(cloud)
+
+
+def memory_server_pid(uuid):
+    """The PID of the memory server of server UUID (its log names it)."""
+    binary = os.path.basename(paths.memory_server())
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            if os.path.basename(os.readlink('/proc/%s/exe' % pid)) == \
+                    binary and uuid in os.readlink('/proc/%s/fd/1' % pid):
+                return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def slow_split(cloud, domain, uuid, host):
+    """Start a split migration of server UUID to HOST at SLOW_MIB_S.
+
+    DOMAIN is its libvirt domain on a.  Returns the running migration
+    once its memory server is up.
+    """
+    virsh(cloud, 'a', 'migrate-setspeed', domain, str(SLOW_MIB_S))
+    migrate(cloud, uuid, host, wait=False)
+    return wait_for('a running split migration with its memory server',
+                    lambda: [m for m in migrations(cloud, uuid)
+                             if m['Status'] == 'running'] and
+                    memory_server_pid(uuid) and migrations(cloud, uuid)[0],
+                    SERVER_TIMEOUT)
+
+
+def settled(cloud, server):
+    """``server show`` of SERVER once it is ACTIVE with no task."""
+    return wait_for('%s ACTIVE with no task' % server, lambda: [
+        s for s in [osc(cloud, 'server', 'show', server)]
+        if s['status'] == 'ACTIVE' and not s['OS-EXT-STS:task_state']],
+        SERVER_TIMEOUT)[0]
+
+
+def stays_on_a(cloud, server, name, rounds):
+    """SERVER is ACTIVE on a, running there only, its working set intact."""
+    shown = settled(cloud, server)
+    assert shown['OS-EXT-SRV-ATTR:host'] == 'a', shown
+    assert name in domains(cloud, 'a') and name not in domains(cloud, 'b')
+    assert virsh(cloud, 'a', 'domstate', name).split()[0] == 'running'
+    return verified(cloud, server, after=rounds)
+
+
+def placement_audit(cloud):
+    """``nova-manage placement audit``: no orphaned allocation (exit 0)."""
+    cloud.run([cloud_mod.venv('bin', 'nova-manage'), '--config-file',
+               cloud.path('nova', 'nova.conf'), 'placement', 'audit',
+               '--verbose'], env=cloud_mod.NOVA_ENV)
+
+
+def discard(cloud, uuid):
+    """Delete server UUID whatever it is doing (a test's cleanup).
+
+    A migration that still runs is aborted first.  Failures are printed,
+    not raised: the test's own failure is the one to see.
+    """
+    try:
+        for m in migrations(cloud, uuid):
+            if m['Status'] in ('queued', 'preparing', 'running'):
+                osc(cloud, '--os-compute-api-version', '2.24', 'server',
+                    'migration', 'abort', uuid, str(m['Id']), fmt=False)
+        osc(cloud, 'server', 'delete', '--wait', uuid, fmt=False)
+    except errors.LabError as e:
+        print('cleanup of server %s: %s' % (uuid, e))

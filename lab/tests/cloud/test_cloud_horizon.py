@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Horizon's Puma panel in a real browser, against the lab cloud.
+
+Debian's Chromium (headless, driven by Selenium in the control
+namespace: puma_lab.horizon) logs in to the cloud's Horizon, opens
+Admin > Puma > Memory Pool while a split migration runs, and clicks
+through its tabs.  The panel shows the running split and its memory
+server from the real puma-api; the browser's console logs no error; a
+member of the demo project does not get the panel.  Screenshots are kept
+in $PUMA_LOGS/horizon (.lab-logs/horizon of the checkout under tox).
+"""
+
+import os
+
+from puma_lab import cloud_checks as cc
+from puma_lab import horizon
+
+
+def shots_dir(cloud, name):
+    return os.path.join(os.environ.get('PUMA_LOGS') or cloud.path('log'),
+                        'horizon', name)
+
+
+def rows_with(table, text):
+    return [row for row in table if text in row]
+
+
+def test_panel_shows_a_running_split_migration(cloud, small_b):
+    from conftest import require
+    require('Chromium for the Horizon test', horizon.missing())
+    uuid, name, rounds = cc.split_server(cloud, 'vm9')
+    mig = cc.slow_split(cloud, name, uuid, small_b)
+    try:
+        seen = horizon.browse(cloud, shots_dir(cloud, 'admin'))
+        # The demo project's member logs in; the admin panel is not his.
+        member = horizon.browse(cloud, shots_dir(cloud, 'demo'),
+                                user='demo')
+    finally:
+        cc.osc(cloud, '--os-compute-api-version', '2.24', 'server',
+               'migration', 'abort', uuid, str(mig['Id']), fmt=False)
+        cc.wait_for('the migration to be cancelled', lambda: [
+            m for m in cc.migrations(cloud, uuid)
+            if m['Status'] == 'cancelled'], cc.SERVER_TIMEOUT)
+    try:
+        print('Horizon as admin: %s' % {k: v for k, v in seen.items()
+                                        if k != 'console'})
+        print('console: %s' % seen['console'])
+        print('Horizon as demo: %s' % member)
+        assert 'error' not in seen, seen
+        assert seen['heading'] == 'Memory Pool', seen
+        assert seen['tabs'] == ['Lending Pairs', 'Split Migrations',
+                                'Memory Servers'], seen
+        tables = seen['tables']
+        # The split that ran then, as puma-api has it.
+        assert [row[1:3] + row[5:6] for row in rows_with(
+            tables['ledger'], uuid)] == [['b', 'c', 'running']], tables
+        assert [row[1:2] + row[3:4] for row in rows_with(
+            tables['memory_servers'], uuid)] == [['c', 'active']], tables
+        # No lending pair in this cloud: Horizon's empty table.
+        assert tables['pairs'] == [['No items to display.']], tables
+        assert [e for e in seen['console']
+                if e['level'] == 'SEVERE'] == [], seen['console']
+        assert len(seen['screenshots']) == 6, seen['screenshots']
+        assert 'error' not in member, member
+        assert member['heading'] != 'Memory Pool', member
+        assert 'ledger' not in member['tables'], member
+        # Horizon answered the member's request for the panel with 403.
+        assert [e for e in member['console'] if e['level'] == 'SEVERE' and
+                horizon.PANEL_URL in e['message'] and
+                '403 (Forbidden)' in e['message']], member['console']
+        cc.stays_on_a(cloud, uuid, name, rounds)
+    finally:
+        cc.discard(cloud, uuid)
+    cc.released(cloud, uuid)
