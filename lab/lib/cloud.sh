@@ -15,18 +15,19 @@
 # lab/cloud-env/constraints.txt. KEY hashes both files, so a new pin gives a
 # new environment; the older ones are pruned.
 
-# create_cloud_venv BASE REQ CONSTRAINTS - the environment in BASE/venv.
-create_cloud_venv()
+# create_pinned_venv BASE REQ CONSTRAINTS PKG... - REQ installed with
+# CONSTRAINTS in BASE/venv; prints the versions of the PKGs.
+create_pinned_venv()
 {
 	local base=$1 req=$2 con=$3
+	shift 3
 	/usr/bin/python3 -m venv "$base/venv" &&
 	"$base/venv/bin/pip" install --upgrade pip &&
 	"$base/venv/bin/pip" install -c "$con" -r "$req" &&
 	"$base/venv/bin/python" -c '
-import importlib.metadata as m
-for p in ("nova", "keystone", "openstack-placement", "glance", "neutron",
-          "python-openstackclient", "uWSGI"):
-    print(p, m.version(p))'
+import importlib.metadata as m, sys
+for p in sys.argv[1:]:
+    print(p, m.version(p))' "$@"
 }
 
 install_cloud_venv()
@@ -36,7 +37,8 @@ install_cloud_venv()
 	install_keyed_venv cloud "$(content_hash "$req" "$con" | cut -c1-16)" \
 		"cloud environment" \
 		"OpenStack 2026.2 from PyPI; uWSGI is compiled, a few minutes" \
-		create_cloud_venv "$req" "$con"
+		create_pinned_venv "$req" "$con" nova keystone openstack-placement \
+		glance neutron python-openstackclient uWSGI
 }
 
 # create_tempest_venv BASE REQ CONSTRAINTS - tempest in BASE/venv.
@@ -62,20 +64,6 @@ install_tempest_venv()
 		"tempest environment" "PyPI" create_tempest_venv "$req" "$con"
 }
 
-# create_horizon_venv BASE REQ CONSTRAINTS - Horizon and Selenium in
-# BASE/venv.
-create_horizon_venv()
-{
-	local base=$1 req=$2 con=$3
-	/usr/bin/python3 -m venv "$base/venv" &&
-	"$base/venv/bin/pip" install --upgrade pip &&
-	"$base/venv/bin/pip" install -c "$con" -r "$req" &&
-	"$base/venv/bin/python" -c '
-import importlib.metadata as m
-for p in ("horizon", "Django", "selenium"):
-    print(p, m.version(p))'
-}
-
 # $PUMA_CACHE/horizon/KEY/venv: Horizon (lab/cloud-env/
 # horizon-requirements.txt, the cloud's constraints) for the lab cloud's
 # dashboard, and Selenium, which drives Debian's Chromium against it.
@@ -88,5 +76,6 @@ install_horizon_venv()
 	local req=$PUMA_TOP/lab/cloud-env/horizon-requirements.txt
 	local con=$PUMA_TOP/lab/cloud-env/constraints.txt
 	install_keyed_venv horizon "$(content_hash "$req" "$con" | cut -c1-16)" \
-		"Horizon environment" "PyPI" create_horizon_venv "$req" "$con"
+		"Horizon environment" "PyPI" create_pinned_venv "$req" "$con" \
+		horizon Django selenium
 }

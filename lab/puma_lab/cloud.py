@@ -321,7 +321,8 @@ class Cloud:
                     os.kill(pid, signal.SIGKILL)
                     how = 'killed'
                 time.sleep(0.2)
-        os.unlink(self.path('pids', name))
+        if os.path.exists(self.path('pids', name)):
+            os.unlink(self.path('pids', name))
         self.step('%s stopped (%s)' % (name, how))
         return how
 

@@ -142,28 +142,18 @@ def start(cloud):
     cloud.run([venv('bin', 'django-admin'), 'collectstatic', '--noinput',
                '-v', '0'], env=env, timeout=600)
     ini = os.path.join(d, 'uwsgi.ini')
-    opts = {
-        'http-socket': '%s:%d' % (cloud.addr, PORT),
-        'module': WSGI_MODULE + ':application',
-        'home': venv(),
-        'pythonpath': d,
-        'master': True, 'processes': 1, 'threads': 4,
-        'enable-threads': True, 'lazy-apps': True, 'need-app': True,
-        'die-on-term': True, 'buffer-size': 65535,
-        'add-header': 'Connection: close',
-        'procname-prefix-spaced': 'puma-cloud-horizon',
-        'env': 'DJANGO_SETTINGS_MODULE=%s' % SETTINGS_MODULE,
-        'static-map': '/static=%s' % static,
-        'logto': cloud.path('log', 'horizon.log'),
-        'pidfile': os.path.join(d, 'uwsgi.pid'),
-    }
-    with open(ini, 'w') as f:
-        f.write('[uwsgi]\n')
-        for k, v in opts.items():
-            f.write('%s = %s\n' % (k, str(v).lower()
-                                   if isinstance(v, bool) else v))
-        # A second pythonpath line: the checkout's puma_nova.
-        f.write('pythonpath = %s\n' % cloud.state['puma_site'])
+    # The cloud's uWSGI settings, with Horizon's environment as home, its
+    # static files, and the checkout's puma_nova as a second Python path
+    # ("pp" is uWSGI's alias of "pythonpath": an ini key appears once).
+    sections = cloud_mod.uwsgi_ini(
+        'horizon', cloud.addr, PORT, WSGI_MODULE + ':application',
+        'DJANGO_SETTINGS_MODULE', SETTINGS_MODULE,
+        cloud.path('log', 'horizon.log'), os.path.join(d, 'uwsgi.pid'),
+        pythonpath=d)
+    sections['uwsgi'].update({'home': venv(),
+                              'static-map': '/static=%s' % static,
+                              'pp': cloud.state['puma_site']})
+    cloud_mod.write_ini(ini, sections)
     cloud.spawn('horizon', [cloud_mod.venv('bin', 'uwsgi'), '--ini', ini])
     cloud.ops('wait-http', {'url': url(cloud, '/auth/login/'),
                             'timeout': cloud_mod.HTTP_TIMEOUT},

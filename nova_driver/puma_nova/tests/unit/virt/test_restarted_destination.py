@@ -18,16 +18,13 @@ destination still records the split as done from the ledger (seen in the
 lab cloud: the entry stayed 'running' for good).
 """
 
-import threading
-
 import fixtures
 from nova import context as nova_context
 from nova import test
 
 from puma_nova.tests.functional import scheduler_double
+from puma_nova.tests.unit.virt import test_driver_ledger
 from puma_nova.tests.unit.virt import test_split
-from puma_nova.virt import driver as puma_driver
-from puma_nova.virt import ledger
 
 GIB = 1024
 
@@ -46,15 +43,7 @@ class RestartedDestinationTest(test.NoDBTestCase):
             'nova.virt.libvirt.driver.LibvirtDriver.'
             'post_live_migration_at_destination')).mock
         # A fresh driver: what nova-compute on dest has after a restart.
-        drv = puma_driver.PumaLibvirtDriver.__new__(
-            puma_driver.PumaLibvirtDriver)
-        drv._puma_host = 'dest'
-        drv._puma_scheduler_api = self.sched
-        drv._puma_plans = {}
-        drv._puma_plans_lock = threading.Lock()
-        drv._puma_ledger = ledger.LedgerCache(
-            lambda h: self.sched.get_ledger(self.ctxt, h), 0)
-        self.drv = drv
+        self.drv = test_driver_ledger._driver('dest', self.sched, None)
 
     def _post(self):
         self.drv.post_live_migration_at_destination(
