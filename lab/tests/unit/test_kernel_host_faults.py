@@ -42,6 +42,12 @@ class Host:
     def answers(self):
         return self._alive and self._answers
 
+    def chroot(self, command, timeout=120, check=True):
+        if not self.answers():
+            raise errors.LabError('guest kh: agent guest-exec-status '
+                                  'failed: timed out')
+        return agent.ExecResult(0, '', '')
+
     def _diagnose(self, why):
         return 'guest kh: %s\n--- console: rcu: INFO: rcu_preempt ' \
             'self-detected stall on CPU' % why
@@ -149,6 +155,7 @@ STALLED = BOOT.split('puma-guest')[0]
 def booting(tmp_path, console, **kw):
     g = guest(tmp_path, console, **kw)
     g.started = 0
+    g.pidfile = '/run/l2.pid'
     return g
 
 
@@ -165,6 +172,21 @@ def test_a_boot_in_a_lost_kernel_host_is_a_machine_fault(tmp_path):
     with pytest.raises(kernel_host.MachineFault,
                        match='kernel host does not answer'):
         g.wait_booted(timeout=0)
+
+
+def test_a_kernel_host_silent_while_its_guest_boots_is_a_machine_fault(
+        tmp_path, monkeypatch):
+    """The probe of QEMU in the kernel host is where its silence shows.
+
+    CI of 2026-11-27: the kernel host's agent timed out on that probe (a
+    soft lockup on its console) and the boot failed with a plain error,
+    which the test does not retry.
+    """
+    monkeypatch.setattr(kernel_host, 'ALIVE_EVERY', 0)
+    g = booting(tmp_path, STALLED, host_answers=False)
+    with pytest.raises(kernel_host.MachineFault,
+                       match='does not answer while it boots'):
+        g.wait_booted(timeout=30)
 
 
 def test_a_boot_that_panics_is_the_guests_fault(tmp_path):
