@@ -49,6 +49,9 @@ PASSWORD = 'puma-lab'
 REGION = 'RegionOne'
 CONTROL = 'ctl'
 COMPUTES = ('a', 'b', 'c')
+# The computes that offer Shoot4U ([puma] shoot4u_allowed); c, the memory
+# servers' host, is a host without it, as an operator may keep one.
+SHOOT4U_HOSTS = ('a', 'b')
 DB_PORT = 3306
 AMQP_PORT = 5672
 PORTS = {'keystone': 5000, 'placement': 8778, 'glance': 9292,
@@ -704,7 +707,8 @@ class Cloud:
             # model_free_memory).
             puma={'report_interval': REPORT_INTERVAL,
                   'memory_server_binary': paths.memory_server(),
-                  'free_ram_margin_mb': FREE_RAM_MARGIN_MB})
+                  'free_ram_margin_mb': FREE_RAM_MARGIN_MB,
+                  'shoot4u_allowed': h.name in SHOOT4U_HOSTS})
         # nova-compute runs as root: privsep's helpers start directly,
         # not through sudo and nova-rootwrap (which the lab does not have).
         helper = '%s --config-file %s' % (os.path.join(
