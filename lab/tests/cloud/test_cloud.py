@@ -19,9 +19,10 @@ server migration abort``, one ended with ``openstack server migration
 force complete``.  Every server runs a checksummed working set
 (the guest init's ``puma.workset``, reported on the serial console,
 which the tests read with ``openstack console log show``); the helpers
-are in puma_lab.cloud_checks.  What it does
-not cover yet (docs/lab-cloud.md): ports bound by a Neutron agent
-(servers are created with ``--nic none``), Horizon.
+are in puma_lab.cloud_checks; Horizon, control-plane faults and
+Shoot4U have test modules of their own.  What the cloud tests do not
+cover yet (docs/lab-cloud.md): ports bound by a Neutron agent (servers
+are created with ``--nic none``).
 """
 
 import json
