@@ -19,11 +19,11 @@ the real API, scheduler, placement and computes:
 """
 
 import json
-import os
 
 from puma_lab import cloud as cloud_mod
 from puma_lab import cloud_checks as cc
 from puma_lab import errors
+from puma_lab import netns
 
 TRAIT = 'CUSTOM_PUMA_SHOOT4U'
 FLAVOR = 'puma.shoot4u'
@@ -73,18 +73,18 @@ def refused_boot(cloud, name, flavor_name, host):
     return shown['fault']['message']
 
 
-def qemu_argv(name):
-    """The command line of the QEMU that runs libvirt domain NAME."""
-    for pid in filter(str.isdigit, os.listdir('/proc')):
+def qemu_argv(cloud, host, name):
+    """The command line of the QEMU that runs domain NAME on HOST."""
+    for pid in netns.pids(cloud.state['hosts'][host]['ns']):
         try:
-            with open('/proc/%s/cmdline' % pid, 'rb') as f:
-                argv = f.read().split(b'\0')
+            with open('/proc/%d/cmdline' % pid, 'rb') as f:
+                argv = f.read().decode(errors='replace').split('\0')
         except OSError:
             continue
-        if b'-name' in argv and argv[argv.index(b'-name') + 1].startswith(
-                b'guest=%s,' % name.encode()):
-            return [a.decode() for a in argv]
-    raise AssertionError('no QEMU runs domain %s' % name)
+        if '-name' in argv and argv[argv.index('-name') + 1].startswith(
+                'guest=%s,' % name):
+            return argv
+    raise AssertionError('no QEMU runs domain %s on %s' % (name, host))
 
 
 def test_shoot4u_flavor_lands_only_where_shoot4u_is(cloud):
@@ -109,7 +109,7 @@ def test_shoot4u_flavor_lands_only_where_shoot4u_is(cloud):
         assert host in cloud_mod.SHOOT4U_HOSTS, server
         xml = cc.virsh(cloud, host, 'dumpxml', name)
         assert "<pv-tlb-shootdown state='on'/>" in xml, xml
-        argv = qemu_argv(name)
+        argv = qemu_argv(cloud, host, name)
         cpu = argv[argv.index('-cpu') + 1]
         print('QEMU of %s on %s: -cpu %s' % (name, host, cpu))
         assert 'kvm-shoot4u=on' in cpu.split(','), argv
