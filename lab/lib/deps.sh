@@ -19,6 +19,7 @@ PUMA_APT_PACKAGES="
 	libselinux1-dev libpciaccess-dev python3-docutils
 	seabios ipxe-qemu
 	iproute2 nftables openssl e2fsprogs debootstrap busybox-static cpio xz-utils zstd kmod
+	nbdkit
 	systemd
 	gcc gcc-multilib make libelf-dev libssl-dev bc dwarves
 	clang libclang-rt-14-dev

@@ -39,10 +39,22 @@ class Disk:
     iops: int = 0
     bps: int = 0
     serial: str = ''
+    # Served by an NBD server on this unix socket instead of read from
+    # PATH (puma_lab.diskmodel); QEMU reconnects for this many seconds.
+    nbd_socket: str = ''
+    nbd_reconnect_s: int = 0
 
     def drive_opts(self, drive_id):
-        opts = ['file=%s' % self.path, 'format=%s' % self.fmt,
-                'if=none', 'id=%s' % drive_id, 'cache=none', 'aio=native']
+        if self.nbd_socket:
+            opts = ['driver=%s' % self.fmt, 'file.driver=nbd',
+                    'file.server.type=unix',
+                    'file.server.path=%s' % self.nbd_socket,
+                    'file.reconnect-delay=%d' % self.nbd_reconnect_s,
+                    'if=none', 'id=%s' % drive_id]
+        else:
+            opts = ['file=%s' % self.path, 'format=%s' % self.fmt,
+                    'if=none', 'id=%s' % drive_id, 'cache=none',
+                    'aio=native']
         if self.readonly:
             opts.append('readonly=on')
         if self.iops:

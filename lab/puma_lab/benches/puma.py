@@ -1,60 +1,63 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Cache lending: random and sequential reads from an IOPS-limited disk.
+"""Cache lending against a modelled cloud disk (``./lab/bench puma``).
+
+Under TCG a guest-to-guest round trip costs about 2 ms, tens of times
+what it costs on KVM, while a disk emulated by QEMU answers from the
+host's page cache.  The bench therefore models the disk explicitly
+(:mod:`puma_lab.diskmodel`): the data disk is an image served by nbdkit
+whose delay filter holds every read for the latency of a named device
+class (``netvol``: a network SSD volume, 1 ms; ``hdd``: a hard disk,
+8 ms) times the dilation factor, the lab's round trip (ping between the
+borrower and the lender, measured at the start of the run) over a KVM
+reference round trip (``--kvm-rtt-us``, 50 us by default).  Both guests
+run in every case, so the machine's load is the same in each.
 
 A borrower guest with BORROWER_MB of RAM reads a working set of WS_MB
-(default twice its RAM) from a virtio disk throttled to IOPS (a cloud
-volume).  Cases, each after a page-cache drop, WARMUP_PASSES sequential
-warm-up passes over the working set and RANDOM_WARMUP seconds of
-unmeasured random reads (what an application running for a while leaves
-in the caches: the borrower's page cache and, with Puma, the lender's;
-reclaim during one fast pass outruns the network, and the puts it cannot
-buffer are dropped, so the next pass puts what the last one dropped):
+(default twice its RAM); cases ``nopuma`` (the borrower alone) and
+``puma`` (``puma.ko`` in both guests, the lender with LENDER_MB), and
+optionally ``upper`` (a guest with borrower + lender RAM).  Each case
+first reaches the caches' steady state with the disk unthrottled
+(WARMUP_PASSES sequential passes, RANDOM_WARMUP seconds of unmeasured
+random reads: what an application running for a while leaves in the
+borrower's page cache and, with Puma, at the lender), then, per device
+class, REPEATS runs of RUNTIME seconds of 4 KiB uniform random reads
+(fio, psync), then the application workload (:mod:`puma_lab.appdb`:
+SQLite point lookups in a database of APP_MB, about twice the borrower's
+RAM, warmed up unthrottled first) REPEATS times on ``netvol``, then a
+cold sequential scan of SEQ_MB on ``netvol``.  The Puma case also
+measures one get: after a page-cache drop (every page then at the
+lender), fio reads each block of the working set once, in random order,
+for RUNTIME seconds; its median completion latency is the latency of a
+get as an application sees it, compared with the median ping round trip
+(``get_p50_x_rtt``).  Per run it reports the gets and hits, and the
+borrower's AEAD cost per opened page (``crypto_cpu_us_per_get``, from
+the module's ``open_ns``/``opens`` counters; raw TCG CPU time).
 
-- ``nopuma``: the borrower alone;
-- ``upper``: the upper bound, a borrower with BORROWER_MB + LENDER_MB;
-- ``puma``: the borrower with puma.ko and a lender guest with LENDER_MB
-  (WS_MB < BORROWER_MB + LENDER_MB), sequential filter on;
+Lender slowdown: the lender runs a memory-hungry program (``memverify
+-t 0`` over HOG_SHARE of its RAM) before it lends anything (the second
+of two runs: the first after boot is slower) and once while it hosts
+the borrower's pages at the end: ``lender_slowdown`` = hosting / idle.
 
-each measured with fio: 4 KiB random reads for RUNTIME seconds (``random``)
-and, from a cold cache, a sequential scan of the working set (``seq``; for
-Puma also with the filter off, ``seq_nofilter``).  Figures per case: IOPS,
-MiB/s, p50/p99 completion latency, and the reads that reached the virtio
-disk (QEMU's block stats); for Puma also the gets and hits of the
-measured random reads (``random_gets_puma``, ``random_hits_puma``) and
-the round trip of the network between the two guests, from ping
-(``net_rtt_ms``: min, avg, max): no get can be faster.
-
-The Puma case runs only when guest-kmod/ builds a puma.ko and ships
-``tools/pumactl``, and the module, loaded in the borrower, offers the
-control files the bench drives (under /sys/kernel/puma, through pumactl):
-``key`` (shared handshake key), ``port`` and ``role`` (``lender`` /
-``borrower``), ``peers`` (``pumactl peer add IP:PORT``; a line with
-`` ready`` once connected), ``seq_filter`` and ``stats`` (``name value``
-lines, read into the figures of both guests).  Otherwise the case is
-listed in ``skipped`` with the reason and its figures are null.
-``--puma-set NAME=VALUE`` passes ``pumactl set`` knobs to the borrower
-(e.g. the RTT guard, which TCG latencies may trip).
-
-Lender reclaim comparison (Puma case): the lender runs a memory-hungry
-program (``memverify -t 0``: populate, fill and check HOG_SHARE of its RAM)
-before it lends anything (the second of two runs: the first after boot
-is slower) and once while it hosts the borrower's pages.
-``lender_alloc_idle_s`` and ``lender_alloc_hosting_s`` are the program's
-run times, ``lender_reclaim_x`` = hosting / idle (1.0: hosted
-pages cost the lender's own allocations nothing), with the hosted pages
-before and after and the lender's shrinker and suspend counters.
-
-Ratios: ``random_x_nopuma`` = Puma / no Puma random IOPS, ``random_x_upper``
-= Puma / upper bound, ``seq_x_nopuma`` = Puma (filter on) / no Puma MiB/s,
-``upper_x_nopuma`` = upper bound / no Puma (what lending could gain).
+Figures: raw lab figures per run (IOPS, latencies, queries/s, disk
+reads from QEMU's block stats), their median and spread (min, max), and
+the ratios of medians, which the model makes comparable with a cloud:
+``random_x_nopuma_netvol``, ``random_x_nopuma_hdd``,
+``app_x_nopuma_netvol``, ``seq_x_nopuma``, ``get_p50_x_rtt``,
+``lender_slowdown``, ``crypto_cpu_us_per_get``.  ``shm_get_x_tcp`` is
+null with its reason in ``skipped``: no same-host transport exists yet.
+Anything not measured is null, never a guess.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
+import statistics
 import sys
 
+from puma_lab import appdb
+from puma_lab import diskmodel
 from puma_lab import errors
 from puma_lab import kmod
 from puma_lab import lab as lab_mod
@@ -62,12 +65,20 @@ from puma_lab import paths
 from puma_lab import vm
 
 DATA = '/mnt/data/ws'
+APP_DB = '/mnt/data/app.db'
+QUERIES = '/mnt/host/queries.sql'
 CONTROL = '/sys/kernel/puma'
 CONTROL_FILES = ('role', 'key', 'port', 'peers', 'seq_filter', 'stats')
 PUMACTL = 'sh /mnt/host/pumactl'
 KEY = 'bench-puma-shared-key'
 PORT = 7400
 CASES = ('nopuma', 'upper', 'puma')
+DEFAULT_CASES = ('nopuma', 'puma')
+DEVICES = ('netvol', 'hdd')
+# The device the application and the sequential scan run on.
+APP_DEVICE = 'netvol'
+SHM_MISSING = ('no same-host transport yet (shared memory between the '
+               'two VMs): only TCP is measured')
 # Share of the lender's RAM its memory-hungry program takes.
 HOG_SHARE = 0.7
 # fio case name, fio arguments (the file and run time are added).  Random
@@ -77,6 +88,10 @@ HOG_SHARE = 0.7
 FIO = {
     'random': '--rw=randread --bs=4k --ioengine=psync --time_based '
               '--randrepeat=0 --norandommap',
+    # Every block once, in random order: after a page-cache drop each
+    # read is a get (the lender holds the working set).
+    'getlat': '--rw=randread --bs=4k --ioengine=psync --time_based '
+              '--randrepeat=0',
     'seq': '--rw=read --bs=128k --ioengine=psync',
 }
 
@@ -97,49 +112,73 @@ def _ratio(a, b):
     return round(a / b, 2)
 
 
-def summarize(meas, skipped):
-    """The bench's figures from MEAS[case][kind] (fio figures or absent).
+def spread(values):
+    """Median, min, max and the runs of VALUES (None when empty)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {'median': round(statistics.median(values), 3),
+            'min': min(values), 'max': max(values), 'runs': values}
 
-    Anything not measured is None; never a guess.
+
+def _median(meas, case, kind, key):
+    runs = meas.get(case, {}).get(kind) or []
+    fig = spread([r.get(key) for r in runs])
+    return fig['median'] if fig else None
+
+
+def summarize(meas, skipped, model):
+    """The bench's figures from MEAS[case][kind] = [run figures, ...].
+
+    KIND is ``random_<device>``, ``app``, ``seq`` or ``getlat``; MODEL
+    says how the disk was modelled.  Anything not measured is None.
     """
-    def get(case, kind, key):
-        return meas.get(case, {}).get(kind, {}).get(key)
-
-    kinds = ('random', 'seq', 'seq_nofilter')
-    out = {}
+    out = {'model': model}
+    kinds = ['random_' + d for d in DEVICES] + ['app', 'seq', 'getlat']
+    keys = {'app': ('qps',), 'getlat': ('p50_ms', 'p99_ms', 'gets', 'hits')}
     for case in CASES:
         for kind in kinds:
-            for key in ('iops', 'mib_s', 'disk_reads'):
-                if kind == 'seq_nofilter' and case != 'puma':
+            if kind == 'getlat' and case != 'puma':
+                continue
+            for key in keys.get(kind, ('iops', 'mib_s', 'p50_ms', 'p99_ms',
+                                       'disk_reads', 'gets', 'hits')):
+                if key in ('gets', 'hits') and case != 'puma':
                     continue
-                if kind == 'seq' and case == 'upper':
-                    continue
-                out['%s_%s_%s' % (kind, key, case)] = get(case, kind, key)
-    out['random_x_nopuma'] = _ratio(get('puma', 'random', 'iops'),
-                                    get('nopuma', 'random', 'iops'))
-    out['random_x_upper'] = _ratio(get('puma', 'random', 'iops'),
-                                   get('upper', 'random', 'iops'))
-    out['seq_x_nopuma'] = _ratio(get('puma', 'seq', 'mib_s'),
-                                 get('nopuma', 'seq', 'mib_s'))
-    out['upper_x_nopuma'] = _ratio(get('upper', 'random', 'iops'),
-                                   get('nopuma', 'random', 'iops'))
-    out['p99_ms'] = {'%s_%s' % (kind, case): get(case, kind, 'p99_ms')
-                     for case in CASES for kind in kinds
-                     if not (kind == 'seq_nofilter' and case != 'puma')
-                     and not (kind == 'seq' and case == 'upper')}
-    out['p50_ms'] = {'%s_%s' % (kind, case): get(case, kind, 'p50_ms')
-                     for case in CASES for kind in ('random',)}
+                runs = meas.get(case, {}).get(kind) or []
+                out['%s_%s_%s' % (kind, key, case)] = spread(
+                    [r.get(key) for r in runs])
+    for d in DEVICES:
+        out['random_x_nopuma_' + d] = _ratio(
+            _median(meas, 'puma', 'random_' + d, 'iops'),
+            _median(meas, 'nopuma', 'random_' + d, 'iops'))
+        out['random_x_upper_' + d] = _ratio(
+            _median(meas, 'puma', 'random_' + d, 'iops'),
+            _median(meas, 'upper', 'random_' + d, 'iops'))
+    out['app_x_nopuma_' + APP_DEVICE] = _ratio(
+        _median(meas, 'puma', 'app', 'qps'),
+        _median(meas, 'nopuma', 'app', 'qps'))
+    out['seq_x_nopuma'] = _ratio(_median(meas, 'puma', 'seq', 'mib_s'),
+                                 _median(meas, 'nopuma', 'seq', 'mib_s'))
+    rtt = meas.get('rtt_ms') or {}
+    out['get_p50_x_rtt'] = _ratio(_median(meas, 'puma', 'getlat', 'p50_ms'),
+                                  rtt.get('p50'))
+    out['shm_get_x_tcp'] = None
+    opens = meas.get('puma', {}).get('crypto') or {}
+    out['crypto_cpu_us_per_get'] = (
+        round(opens['open_ns'] / opens['opens'] / 1000.0, 2)
+        if opens.get('opens') else None)
+    out['crypto_cpu_us_per_put'] = (
+        round(opens['seal_ns'] / opens['seals'] / 1000.0, 2)
+        if opens.get('seals') else None)
     reclaim = meas.get('puma', {}).get('reclaim', {})
     for key in ('alloc_idle_s', 'alloc_hosting_s', 'hosted_before',
                 'hosted_after', 'lend_shrunk', 'lend_suspends'):
         out['lender_' + key] = reclaim.get(key)
-    out['lender_reclaim_x'] = _ratio(reclaim.get('alloc_hosting_s'),
-                                     reclaim.get('alloc_idle_s'))
-    out['random_gets_puma'] = get('puma', 'random', 'gets')
-    out['random_hits_puma'] = get('puma', 'random', 'hits')
-    out['net_rtt_ms'] = meas.get('puma', {}).get('net_rtt_ms')
+    out['lender_slowdown'] = _ratio(reclaim.get('alloc_hosting_s'),
+                                    reclaim.get('alloc_idle_s'))
+    out['net_rtt_ms'] = rtt or None
     out['puma_stats'] = meas.get('puma', {}).get('stats')
-    out['skipped'] = skipped
+    out['skipped'] = dict(skipped, shm=SHM_MISSING)
     return out
 
 
@@ -151,15 +190,16 @@ def disk_reads(g):
     raise errors.LabError('guest %s has no data disk d1' % g.name)
 
 
-def fio(g, kind, args, runtime=None):
+def fio(g, kind, args, runtime=None, size_mb=None):
     """Run one fio case in G from a page cache prepared by the caller."""
     argv = ('fio --name=%s --filename=%s --readonly --invalidate=0 '
             '--output-format=json %s'
             % (kind, DATA, FIO[kind.split('_')[0]]))
-    if kind == 'random':
-        argv += ' --runtime=%d' % (runtime or args.runtime)
+    if kind.startswith('seq'):
+        argv += ' --size=%dM --runtime=%d' % (size_mb or args.ws_mb,
+                                              4 * args.runtime)
     else:
-        argv += ' --size=%dM --runtime=%d' % (args.ws_mb, 4 * args.runtime)
+        argv += ' --runtime=%d' % (runtime or args.runtime)
     before = disk_reads(g)
     res = g.run(argv, timeout=20 * (runtime or args.runtime) + 600)
     fig = fio_figures(json.loads(res.out[res.out.index('{'):]))
@@ -186,18 +226,6 @@ def random_warm_up(g, args):
     """Unmeasured random reads, to reach the caches' steady state."""
     if args.random_warmup:
         fio(g, 'random', args, runtime=args.random_warmup)
-
-
-def measure(g, args, seq_kinds=('seq',)):
-    """Random reads after a warm-up, then cold sequential scans."""
-    out = {}
-    warm_up(g, args)
-    random_warm_up(g, args)
-    out['random'] = fio(g, 'random', args)
-    for kind in seq_kinds:
-        drop_caches(g)
-        out[kind] = fio(g, kind, args)
-    return out
 
 
 def boot(lab, name, args, mem_mb, disks, share=None, nics=0):
@@ -245,12 +273,14 @@ def lender_hog(g, args):
     return round(secs, 3)
 
 
-def net_rtt_ms(g, ip):
-    """Ping round trips from G to IP, ms: {'min', 'avg', 'max'}."""
-    line = g.run('ping -c 20 -i 0.2 -q %s' % ip).out.strip().splitlines()[-1]
-    # rtt min/avg/max/mdev = 1.005/1.753/7.319/1.401 ms
-    values = line.split('=')[1].split()[0].split('/')
-    return {k: float(v) for k, v in zip(('min', 'avg', 'max'), values)}
+def net_rtt_ms(g, ip, count=20):
+    """Ping round trips from G to IP, ms: {'min', 'avg', 'max', 'p50'}."""
+    out = g.run('ping -c %d -i 0.2 %s' % (count, ip)).out
+    times = [float(t) for t in re.findall(r'time=([0-9.]+) ms', out)]
+    if not times:
+        raise errors.LabError('%s: no reply from %s: %s' % (g.name, ip, out))
+    return {'min': min(times), 'avg': round(statistics.mean(times), 3),
+            'max': max(times), 'p50': round(statistics.median(times), 3)}
 
 
 def wait_ready(g, tries=120):
@@ -312,50 +342,6 @@ def pair(lender, borrower, puma_set=()):
     wait_ready(borrower)
 
 
-def puma_case(lab, args, borrower, share):
-    """Borrower + lender with puma.ko; (figures, None) or (None, reason)."""
-    why = load_borrower(borrower, share)
-    if why:
-        return None, why
-    lender = start_lender(lab, args, share)
-    # The first run after boot also pays for the guest's first touches
-    # of its RAM: time the second one.
-    lender_hog(lender, args)
-    reclaim = {'alloc_idle_s': lender_hog(lender, args)}
-    pair(lender, borrower, args.puma_set)
-    out = {'net_rtt_ms': net_rtt_ms(borrower,
-                                    lender.addrs[0].split('/')[0])}
-    # The warm-up passes are sequential: with the filter on, nothing
-    # they evict would reach the lender.
-    pumactl(borrower, 'set', 'seq_filter', '0')
-    warm_up(borrower, args)
-    pumactl(borrower, 'set', 'seq_filter', '1')
-    random_warm_up(borrower, args)
-    before = puma_stats(borrower)
-    out['random'] = fio(borrower, 'random', args)
-    after = puma_stats(borrower)
-    for key in ('gets', 'hits'):
-        out['random'][key] = after[key] - before[key]
-    drop_caches(borrower)
-    out['seq'] = fio(borrower, 'seq', args)
-    # Filter off: a first scan fills the lender, the second is measured.
-    pumactl(borrower, 'set', 'seq_filter', '0')
-    warm_up(borrower, args, passes=1)
-    out['seq_nofilter'] = fio(borrower, 'seq_nofilter', args)
-    out['stats'] = {'borrower': puma_stats(borrower),
-                    'lender': puma_stats(lender)}
-    # The lender now hosts the scan's pages; its own program needs them.
-    reclaim['hosted_before'] = out['stats']['lender'].get('hosted_pages')
-    reclaim['alloc_hosting_s'] = lender_hog(lender, args)
-    after = puma_stats(lender)
-    reclaim['hosted_after'] = after.get('hosted_pages')
-    for key in ('lend_shrunk', 'lend_suspends'):
-        reclaim[key] = (after.get(key, 0) -
-                        out['stats']['lender'].get(key, 0))
-    out['reclaim'] = reclaim
-    return out, None
-
-
 def make_disk(lab, args):
     files = lab.path('ws')
     os.makedirs(files)
@@ -369,84 +355,250 @@ def make_disk(lab, args):
     return disk
 
 
-def run(argv):
+def make_image(lab, args):
+    """The data disk's image: the working set file and the database."""
+    files = lab.path('ws')
+    os.makedirs(files)
+    with open(os.path.join(files, 'ws'), 'wb') as f:
+        for _ in range(args.ws_mb):
+            f.write(os.urandom(1024 * 1024))
+    rows = appdb.make(os.path.join(files, 'app.db'), args.app_mb)
+    size = os.path.getsize(os.path.join(files, 'app.db')) // (1024 * 1024)
+    image = lab.path('data.img')
+    vm.make_data_disk(image, args.ws_mb + size + 128, files)
+    shutil.rmtree(files)
+    return image, rows
+
+
+def stats_delta(g, before, keys):
+    after = puma_stats(g)
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
+
+
+def measured_runs(g, args, disk, delays, puma=False):
+    """Per device class, REPEATS random runs; then the app, then a scan."""
+    out = {}
+    keys = ('gets', 'hits', 'opens', 'open_ns', 'seals', 'seal_ns')
+    crypto = dict.fromkeys(keys[2:], 0)
+    for dev in DEVICES:
+        disk.set_delay(delays[dev])
+        runs = []
+        for _ in range(args.repeats):
+            before = puma_stats(g) if puma else None
+            fig = fio(g, 'random_' + dev, args)
+            if puma:
+                d = stats_delta(g, before, keys)
+                fig.update(gets=d['gets'], hits=d['hits'])
+                for k in crypto:
+                    crypto[k] += d[k]
+            runs.append(fig)
+        out['random_' + dev] = runs
+    # The application: its own warm-up, unthrottled, then measured.
+    disk.set_delay(0)
+    appdb.run(g, APP_DB, QUERIES, args.app_warmup)
+    disk.set_delay(delays[APP_DEVICE])
+    out['app'] = []
+    for _ in range(args.repeats):
+        qps = appdb.run(g, APP_DB, QUERIES, args.runtime)
+        print('%s app: %.1f queries/s' % (g.name, qps), file=sys.stderr)
+        out['app'].append({'qps': qps})
+    if puma:
+        out['crypto'] = crypto
+    return out
+
+
+def cold_scan(g, args):
+    drop_caches(g)
+    return [fio(g, 'seq', args, size_mb=args.seq_mb)]
+
+
+def nopuma_case(b, args, disk, delays):
+    disk.set_delay(0)
+    warm_up(b, args)
+    random_warm_up(b, args)
+    out = measured_runs(b, args, disk, delays)
+    disk.set_delay(delays[APP_DEVICE])
+    out['seq'] = cold_scan(b, args)
+    return out
+
+
+def get_latency(lender, b, args):
+    """Every page at the lender; reads each once: each is a get."""
+    drop_caches(b)
+    settle_puts(lender, b)
+    before = puma_stats(b)
+    fig = fio(b, 'getlat', args)
+    fig.update(stats_delta(b, before, ('gets', 'hits')))
+    return [fig]
+
+
+def puma_case(b, lender, args, disk, delays):
+    """The borrower with puma.ko, paired with LENDER."""
+    reclaim = {'alloc_idle_s': lender_hog(lender, args)}
+    pair(lender, b, args.puma_set)
+    # The warm-up passes are sequential: with the filter on, nothing
+    # they evict would reach the lender.
+    disk.set_delay(0)
+    pumactl(b, 'set', 'seq_filter', '0')
+    warm_up(b, args)
+    pumactl(b, 'set', 'seq_filter', '1')
+    random_warm_up(b, args)
+    out = measured_runs(b, args, disk, delays, puma=True)
+    disk.set_delay(delays[APP_DEVICE])
+    out['getlat'] = get_latency(lender, b, args)
+    out['seq'] = cold_scan(b, args)
+    out['stats'] = {'borrower': puma_stats(b), 'lender': puma_stats(lender)}
+    # The lender now hosts the borrower's pages; its own program needs
+    # the memory.
+    reclaim['hosted_before'] = out['stats']['lender'].get('hosted_pages')
+    reclaim['alloc_hosting_s'] = lender_hog(lender, args)
+    after = puma_stats(lender)
+    reclaim['hosted_after'] = after.get('hosted_pages')
+    for key in ('lend_shrunk', 'lend_suspends'):
+        reclaim[key] = (after.get(key, 0) -
+                        out['stats']['lender'].get(key, 0))
+    out['reclaim'] = reclaim
+    return out
+
+
+def upper_case(lab, args, disk, delays):
+    u = boot(lab, 'upper', args, args.borrower_mb + args.lender_mb,
+             [disk.disk]).wait_booted()
+    mount(u)
+    disk.set_delay(0)
+    warm_up(u, args)
+    random_warm_up(u, args)
+    out = {}
+    for dev in DEVICES:
+        disk.set_delay(delays[dev])
+        out['random_' + dev] = [fio(u, 'random_' + dev, args)
+                                for _ in range(args.repeats)]
+    u.stop()
+    return out
+
+
+def parse_args(argv):
     ap = argparse.ArgumentParser(prog='lab/bench puma')
     ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS)
     ap.add_argument('--borrower-mb', type=int, default=256)
-    ap.add_argument('--lender-mb', type=int, default=768)
+    ap.add_argument('--lender-mb', type=int, default=1280)
     ap.add_argument('--ws-mb', type=int, default=0,
                     help='working set (default: 2 x borrower RAM)')
-    ap.add_argument('--iops', type=int, default=200,
-                    help='IOPS limit of the data disk')
-    ap.add_argument('--runtime', type=int, default=60,
-                    help='seconds of random reads per case')
+    ap.add_argument('--app-mb', type=int, default=0,
+                    help='database size (default: 2 x borrower RAM)')
+    ap.add_argument('--seq-mb', type=int, default=128,
+                    help='size of the cold sequential scan')
+    ap.add_argument('--kvm-rtt-us', type=float, default=diskmodel.KVM_RTT_US,
+                    help='reference round trip between two KVM guests')
+    ap.add_argument('--runtime', type=int, default=30,
+                    help='seconds of each measured run')
+    ap.add_argument('--repeats', type=int, default=3,
+                    help='measured runs per device class and case')
     ap.add_argument('--warmup-passes', type=int, default=3,
                     help='sequential passes over the working set first')
     ap.add_argument('--random-warmup', type=int, default=60,
                     help='seconds of unmeasured random reads before them')
+    ap.add_argument('--app-warmup', type=int, default=60,
+                    help='seconds of unmeasured queries before them')
+    ap.add_argument('--queries', type=int, default=300000,
+                    help='lookups in the query file (more than a run uses)')
     ap.add_argument('--puma-set', action='append', default=[],
                     metavar='NAME=VALUE',
                     help='pumactl set NAME VALUE on the borrower')
-    ap.add_argument('--cases', default=','.join(CASES),
+    ap.add_argument('--cases', default=','.join(DEFAULT_CASES),
                     help='comma-separated subset of %s' % ', '.join(CASES))
     args = ap.parse_args(argv)
     args.ws_mb = args.ws_mb or 2 * args.borrower_mb
-    cases = args.cases.split(',')
+    args.app_mb = args.app_mb or 2 * args.borrower_mb
+    args.cases = args.cases.split(',')
     for knob in args.puma_set:
         if '=' not in knob:
             ap.error('--puma-set %r: NAME=VALUE expected' % knob)
-    if not set(cases) <= set(CASES):
+    if not set(args.cases) <= set(CASES):
         ap.error('unknown case in %r (known: %s)'
-                 % (args.cases, ', '.join(CASES)))
-    if not args.borrower_mb < args.ws_mb < args.borrower_mb + args.lender_mb:
+                 % (','.join(args.cases), ', '.join(CASES)))
+    if args.repeats < 1 or args.runtime < 1:
+        ap.error('--repeats and --runtime must be positive')
+    total = args.borrower_mb + args.lender_mb
+    if not args.borrower_mb < args.ws_mb < total:
         ap.error('the working set must be larger than the borrower RAM '
                  'and smaller than borrower + lender RAM')
-    meas, skipped = {}, {}
+    if args.ws_mb + args.app_mb >= total:
+        ap.error('working set + database must fit in borrower + lender RAM')
+    return args
+
+
+def prepare_share(lab, args, share, skipped):
+    """puma.ko, pumactl and the crypto modules in SHARE (or why not)."""
+    try:
+        built = kmod.build(paths.kernel(args.kernel), lab.path('build'))
+        for f in (os.path.join(built, 'puma.ko'),
+                  os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl')):
+            if os.path.exists(f):
+                shutil.copy(f, share)
+        kmod.ship_crypto(paths.kernel(args.kernel), share)
+    except errors.LabError as e:
+        skipped['puma'] = 'guest-kmod does not build: %s' % e
+
+
+def run(argv):
+    args = parse_args(argv)
+    meas, skipped, model = {}, {}, {}
     with lab_mod.Lab('bench-puma') as lab:
         share = lab.path('share')
         os.makedirs(share)
-        disk = make_disk(lab, args)
-        if 'puma' in cases:
-            try:
-                built = kmod.build(paths.kernel(args.kernel),
-                                   lab.path('build'))
-                for f in (os.path.join(built, 'puma.ko'),
-                          os.path.join(kmod.KMOD_SRC, 'tools', 'pumactl')):
-                    if os.path.exists(f):
-                        shutil.copy(f, share)
-                kmod.ship_crypto(paths.kernel(args.kernel), share)
-            except errors.LabError as e:
-                skipped['puma'] = 'guest-kmod does not build: %s' % e
-        if 'nopuma' in cases or 'puma' in cases:
-            b = boot(lab, 'borrower', args, args.borrower_mb, [disk],
-                     share=share, nics=1).wait_booted()
-            size = mount(b)
-            if size != args.ws_mb * 1024 * 1024:
-                raise errors.LabError('working set file is %d bytes' % size)
-            if 'nopuma' in cases:
-                meas['nopuma'] = measure(b, args)
-            if 'puma' in cases and 'puma' not in skipped:
-                fig, why = puma_case(lab, args, b, share)
-                if why:
-                    skipped['puma'] = why
-                else:
-                    meas['puma'] = fig
-            b.stop()
-        if 'upper' in cases:
-            u = boot(lab, 'upper', args, args.borrower_mb + args.lender_mb,
-                     [disk]).wait_booted()
-            mount(u)
-            meas['upper'] = {'random': measure(u, args, ())['random']}
-            u.stop()
+        image, rows = make_image(lab, args)
+        appdb.write_queries(os.path.join(share, 'queries.sql'), rows,
+                            args.queries)
+        prepare_share(lab, args, share, skipped)
+        disk = diskmodel.ModelledDisk(lab, 'data', image).start()
+        b = boot(lab, 'borrower', args, args.borrower_mb, [disk.disk],
+                 share=share, nics=1)
+        lender = boot(lab, 'lender', args, args.lender_mb, [], share=share,
+                      nics=1)
+        b.wait_booted()
+        lender.wait_booted()
+        mount(b)
+        ip = lender.addrs[0].split('/')[0]
+        meas['rtt_ms'] = net_rtt_ms(b, ip, count=50)
+        factor = diskmodel.dilation(meas['rtt_ms']['p50'] * 1000.0,
+                                    args.kvm_rtt_us)
+        delays = {d: round(diskmodel.modelled_ms(d, factor), 1)
+                  for d in DEVICES}
+        model.update(kvm_rtt_us=args.kvm_rtt_us,
+                     lab_rtt_p50_us=round(meas['rtt_ms']['p50'] * 1000.0),
+                     dilation=round(factor, 2), device_ms=diskmodel.DEVICE_MS,
+                     delay_ms=delays)
+        print('disk model: %r' % model, file=sys.stderr)
+        if 'nopuma' in args.cases:
+            meas['nopuma'] = nopuma_case(b, args, disk, delays)
+        if 'puma' in args.cases and 'puma' not in skipped:
+            why = load_borrower(b, share)
+            if not why:
+                lender.run('insmod /mnt/host/puma.ko')
+                # The first run after boot also pays for the guest's
+                # first touches of its RAM: the case times the second.
+                lender_hog(lender, args)
+                meas['puma'] = puma_case(b, lender, args, disk, delays)
+            else:
+                skipped['puma'] = why
+        meas['rtt_ms_end'] = net_rtt_ms(b, ip, count=50)
+        b.stop()
+        lender.stop()
+        if 'upper' in args.cases:
+            meas['upper'] = upper_case(lab, args, disk, delays)
     for case in CASES:
-        if case not in cases:
+        if case not in args.cases:
             skipped.setdefault(case, 'not requested (--cases)')
     for case, why in skipped.items():
         print('case %s skipped: %s' % (case, why), file=sys.stderr)
     fig = {'kernel': args.kernel, 'borrower_mb': args.borrower_mb,
            'lender_mb': args.lender_mb, 'ws_mb': args.ws_mb,
-           'iops_limit': args.iops, 'runtime_s': args.runtime,
+           'app_mb': args.app_mb, 'seq_mb': args.seq_mb,
+           'runtime_s': args.runtime, 'repeats': args.repeats,
            'warmup_passes': args.warmup_passes,
-           'random_warmup_s': args.random_warmup}
-    fig.update(summarize(meas, skipped))
+           'random_warmup_s': args.random_warmup,
+           'app_warmup_s': args.app_warmup}
+    fig.update(summarize(meas, skipped, model))
+    fig['net_rtt_ms_end'] = meas.get('rtt_ms_end')
     return fig

@@ -18,71 +18,96 @@ def test_fio_figures():
                    'p99_ms': 5.046}
 
 
+MODEL = {'dilation': 38.0, 'delay_ms': {'netvol': 38.0, 'hdd': 304.0}}
+
+
 def test_puma_not_run_gives_nulls_and_the_reason():
-    meas = {'nopuma': {'random': {'iops': 300.0, 'p99_ms': 6.0,
-                                  'p50_ms': 0.02, 'disk_reads': 9000},
-                       'seq': {'mib_s': 24.0, 'p99_ms': 9.0}},
-            'upper': {'random': {'iops': 6000.0, 'p99_ms': 0.5,
-                                 'p50_ms': 0.01}}}
+    meas = {'nopuma': {'random_netvol': [{'iops': 30.0, 'p99_ms': 60.0,
+                                          'disk_reads': 900},
+                                         {'iops': 34.0, 'p99_ms': 50.0,
+                                          'disk_reads': 800},
+                                         {'iops': 20.0, 'p99_ms': 70.0,
+                                          'disk_reads': 1000}],
+                       'app': [{'qps': 10.0}],
+                       'seq': [{'mib_s': 24.0}]},
+            'rtt_ms': {'p50': 1.9}}
     why = {'puma': 'puma.ko has no control interface'}
-    out = puma.summarize(meas, why)
-    assert out['random_iops_nopuma'] == 300.0
-    assert out['random_disk_reads_nopuma'] == 9000
-    assert out['random_iops_upper'] == 6000.0
-    assert out['seq_mib_s_nopuma'] == 24.0
-    assert out['upper_x_nopuma'] == 20.0
-    for key in ('random_x_nopuma', 'random_x_upper', 'seq_x_nopuma',
-                'random_iops_puma', 'seq_mib_s_puma',
-                'seq_nofilter_mib_s_puma', 'puma_stats',
-                'lender_reclaim_x', 'lender_alloc_idle_s',
-                'lender_hosted_before', 'random_gets_puma',
-                'random_hits_puma', 'net_rtt_ms'):
+    out = puma.summarize(meas, why, MODEL)
+    assert out['model'] == MODEL
+    assert out['random_netvol_iops_nopuma'] == {
+        'median': 30.0, 'min': 20.0, 'max': 34.0, 'runs': [30.0, 34.0, 20.0]}
+    assert out['random_netvol_disk_reads_nopuma']['median'] == 900
+    assert out['app_qps_nopuma']['median'] == 10.0
+    assert out['seq_mib_s_nopuma']['median'] == 24.0
+    for key in ('random_x_nopuma_netvol', 'random_x_nopuma_hdd',
+                'app_x_nopuma_netvol', 'seq_x_nopuma', 'get_p50_x_rtt',
+                'shm_get_x_tcp', 'lender_slowdown',
+                'crypto_cpu_us_per_get', 'random_netvol_iops_puma',
+                'random_hdd_iops_nopuma', 'getlat_p50_ms_puma',
+                'puma_stats', 'lender_alloc_idle_s'):
         assert out[key] is None, key
-    assert out['p99_ms'] == {'random_nopuma': 6.0, 'seq_nopuma': 9.0,
-                             'random_upper': 0.5, 'random_puma': None,
-                             'seq_puma': None, 'seq_nofilter_puma': None}
-    assert out['skipped'] == why
+    assert out['skipped']['puma'] == why['puma']
+    # The same-host transport does not exist: said, never a figure.
+    assert 'same-host' in out['skipped']['shm']
 
 
-def test_ratios_when_every_case_ran():
-    meas = {'nopuma': {'random': {'iops': 300.0}, 'seq': {'mib_s': 24.0}},
-            'upper': {'random': {'iops': 6000.0}},
-            'puma': {'random': {'iops': 4500.0, 'gets': 900, 'hits': 890},
-                     'seq': {'mib_s': 23.0},
-                     'net_rtt_ms': {'min': 0.2, 'avg': 0.3, 'max': 0.9},
-                     'seq_nofilter': {'mib_s': 40.0},
+def test_ratios_are_of_medians_when_every_case_ran():
+    def runs(*iops):
+        return [{'iops': i} for i in iops]
+    meas = {'rtt_ms': {'min': 1.0, 'avg': 2.2, 'max': 9.0, 'p50': 2.0},
+            'nopuma': {'random_netvol': runs(20.0, 30.0, 25.0),
+                       'random_hdd': runs(3.0, 4.0, 5.0),
+                       'app': [{'qps': 8.0}, {'qps': 10.0}, {'qps': 9.0}],
+                       'seq': [{'mib_s': 24.0}]},
+            'upper': {'random_netvol': runs(5000.0)},
+            'puma': {'random_netvol': runs(250.0, 300.0, 200.0),
+                     'random_hdd': runs(160.0, 150.0, 170.0),
+                     'app': [{'qps': 40.0}, {'qps': 36.0}, {'qps': 50.0}],
+                     'seq': [{'mib_s': 23.0}],
+                     'getlat': [{'p50_ms': 2.5, 'p99_ms': 9.0,
+                                 'gets': 900, 'hits': 890}],
+                     'crypto': {'opens': 1000, 'open_ns': 25000000,
+                                'seals': 10, 'seal_ns': 300000},
                      'stats': {'hits': 7},
                      'reclaim': {'alloc_idle_s': 2.0,
                                  'alloc_hosting_s': 2.5,
                                  'hosted_before': 60000,
                                  'hosted_after': 100, 'lend_shrunk': 59900,
                                  'lend_suspends': 1}}}
-    out = puma.summarize(meas, {})
-    assert out['lender_reclaim_x'] == 1.25
-    assert out['lender_alloc_hosting_s'] == 2.5
-    assert out['lender_hosted_before'] == 60000
-    assert out['lender_hosted_after'] == 100
-    assert out['lender_lend_shrunk'] == 59900
-    assert out['random_x_nopuma'] == 15.0
-    assert out['random_x_upper'] == 0.75
+    out = puma.summarize(meas, {}, MODEL)
+    assert out['random_x_nopuma_netvol'] == 10.0
+    assert out['random_x_nopuma_hdd'] == 40.0
+    assert out['random_x_upper_netvol'] == 0.05
+    assert out['app_x_nopuma_netvol'] == 4.44
     assert out['seq_x_nopuma'] == 0.96
-    assert out['seq_nofilter_mib_s_puma'] == 40.0
+    assert out['get_p50_x_rtt'] == 1.25
+    assert out['getlat_hits_puma']['median'] == 890
+    assert out['crypto_cpu_us_per_get'] == 25.0
+    assert out['crypto_cpu_us_per_put'] == 30.0
+    assert out['lender_slowdown'] == 1.25
+    assert out['lender_hosted_before'] == 60000
+    assert out['lender_lend_shrunk'] == 59900
+    assert out['shm_get_x_tcp'] is None
     assert out['puma_stats'] == {'hits': 7}
-    assert out['random_gets_puma'] == 900
-    assert out['random_hits_puma'] == 890
-    assert out['net_rtt_ms'] == {'min': 0.2, 'avg': 0.3, 'max': 0.9}
+    assert out['net_rtt_ms']['p50'] == 2.0
 
 
-def test_net_rtt_parses_ping_summary():
+def test_net_rtt_parses_each_reply():
     class Guest(object):
+        name = 'b'
+
         def run(self, cmd):
-            assert cmd == 'ping -c 20 -i 0.2 -q 10.0.0.2'
+            assert cmd == 'ping -c 3 -i 0.2 10.0.0.2'
 
             class Res(object):
-                out = ('20 packets transmitted, 20 received, 0% packet '
-                       'loss, time 3807ms\n'
-                       'rtt min/avg/max/mdev = 1.005/1.753/7.319/1.401 ms\n')
+                out = ('64 bytes from 10.0.0.2: icmp_seq=1 ttl=64 '
+                       'time=1.00 ms\n'
+                       '64 bytes from 10.0.0.2: icmp_seq=2 ttl=64 '
+                       'time=7.31 ms\n'
+                       '64 bytes from 10.0.0.2: icmp_seq=3 ttl=64 '
+                       'time=1.75 ms\n'
+                       'rtt min/avg/max/mdev = 1.0/3.353/7.31/2.8 ms\n')
             return Res()
 
-    assert puma.net_rtt_ms(Guest(), '10.0.0.2') == {
-        'min': 1.005, 'avg': 1.753, 'max': 7.319}
+    assert puma.net_rtt_ms(Guest(), '10.0.0.2', count=3) == {
+        'min': 1.0, 'avg': 3.353, 'max': 7.31, 'p50': 1.75}
