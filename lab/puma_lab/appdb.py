@@ -5,16 +5,14 @@
 SIZE_MB: one table ``kv(id INTEGER PRIMARY KEY, v BLOB)`` of rows with
 ROW_BYTES of random data (about four rows per 4 KiB page, so a lookup of
 a random key reads one random leaf page below a few interior pages that
-stay cached).  ``write_queries`` writes the lookups a guest runs, one
-``SELECT`` per line, keys uniform over the table.  ``run(guest, db,
-queries, seconds)`` feeds them to the guest's ``sqlite3`` for SECONDS and
-returns the queries answered per second.  The database is opened
+stay cached).  ``run(guest, db, rows, seconds)`` feeds lookups of
+uniform random keys (``query``) to the guest's ``sqlite3`` for SECONDS
+and returns the queries answered per second.  The database is opened
 read-only and immutable (``file:...?immutable=1``): the data disk is
 mounted read-only, and SQLite then takes no locks.
 """
 
 import os
-import random
 import sqlite3
 
 from puma_lab import errors
@@ -48,19 +46,21 @@ def make(path, size_mb):
     return rows
 
 
-def write_queries(path, rows, count, seed=0):
-    """COUNT lookups of uniform random keys below ROWS, one per line."""
-    rnd = random.Random(seed)
-    with open(path, 'w') as f:
-        for _ in range(count):
-            f.write('SELECT length(v) FROM kv WHERE id=%d;\n'
-                    % rnd.randrange(rows))
+def query(rows):
+    """One lookup of a key drawn by SQLite itself, uniform below ROWS.
+
+    SQLite seeds random() from the OS in every process: no two runs
+    read the same keys (a fixed query list would make a measured run
+    re-read what the warm-up before it has just cached).
+    """
+    return 'SELECT length(v) FROM kv WHERE id=abs(random()) %% %d;' % rows
 
 
-def run(guest, db, queries, seconds):
+def run(guest, db, rows, seconds):
     """Queries per second the guest's sqlite3 answers from DB."""
-    res = guest.run("timeout %d sqlite3 -batch 'file:%s?immutable=1' < %s "
-                    "| wc -l" % (seconds, db, queries),
+    res = guest.run("yes '%s' | timeout %d sqlite3 -batch "
+                    "'file:%s?immutable=1' | wc -l"
+                    % (query(rows), seconds, db),
                     timeout=seconds * 4 + 300, check=False)
     try:
         answered = int(res.out.split()[-1])

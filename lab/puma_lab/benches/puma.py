@@ -25,11 +25,11 @@ class, REPEATS runs of RUNTIME seconds of 4 KiB uniform random reads
 SQLite point lookups in a database of APP_MB, about twice the borrower's
 RAM, warmed up unthrottled first) REPEATS times on ``netvol``, then a
 cold sequential scan of SEQ_MB on ``netvol``.  The Puma case also
-measures one get: after a page-cache drop (every page then at the
-lender), fio reads each block of the working set once, in random order,
-for RUNTIME seconds; its median completion latency is the latency of a
-get as an application sees it, compared with the median ping round trip
-(``get_p50_x_rtt``).  Per run it reports the gets and hits, and the
+measures one get: a region of GETLAT_MB is put to the lender (see
+``get_latency``), then fio reads each of its blocks once, in random
+order, for RUNTIME seconds; its median completion latency is the latency
+of a get as an application sees it, compared with the median ping round
+trip (``get_p50_x_rtt``).  Per run it reports the gets and hits, and the
 borrower's AEAD cost per opened page (``crypto_cpu_us_per_get``, from
 the module's ``open_ns``/``opens`` counters; raw TCG CPU time).
 
@@ -66,7 +66,6 @@ from puma_lab import vm
 
 DATA = '/mnt/data/ws'
 APP_DB = '/mnt/data/app.db'
-QUERIES = '/mnt/host/queries.sql'
 CONTROL = '/sys/kernel/puma'
 CONTROL_FILES = ('role', 'key', 'port', 'peers', 'seq_filter', 'stats')
 PUMACTL = 'sh /mnt/host/pumactl'
@@ -135,7 +134,8 @@ def summarize(meas, skipped, model):
     """
     out = {'model': model}
     kinds = ['random_' + d for d in DEVICES] + ['app', 'seq', 'getlat']
-    keys = {'app': ('qps',), 'getlat': ('p50_ms', 'p99_ms', 'gets', 'hits')}
+    keys = {'app': ('qps', 'disk_reads'),
+            'getlat': ('p50_ms', 'p99_ms', 'gets', 'hits')}
     for case in CASES:
         for kind in kinds:
             if kind == 'getlat' and case != 'puma':
@@ -200,6 +200,8 @@ def fio(g, kind, args, runtime=None, size_mb=None):
                                               4 * args.runtime)
     else:
         argv += ' --runtime=%d' % (runtime or args.runtime)
+        if size_mb:
+            argv += ' --size=%dM' % size_mb
     before = disk_reads(g)
     res = g.run(argv, timeout=20 * (runtime or args.runtime) + 600)
     fig = fio_figures(json.loads(res.out[res.out.index('{'):]))
@@ -395,13 +397,15 @@ def measured_runs(g, args, disk, delays, puma=False):
         out['random_' + dev] = runs
     # The application: its own warm-up, unthrottled, then measured.
     disk.set_delay(0)
-    appdb.run(g, APP_DB, QUERIES, args.app_warmup)
+    appdb.run(g, APP_DB, args.rows, args.app_warmup)
     disk.set_delay(delays[APP_DEVICE])
     out['app'] = []
     for _ in range(args.repeats):
-        qps = appdb.run(g, APP_DB, QUERIES, args.runtime)
-        print('%s app: %.1f queries/s' % (g.name, qps), file=sys.stderr)
-        out['app'].append({'qps': qps})
+        before = disk_reads(g)
+        qps = appdb.run(g, APP_DB, args.rows, args.runtime)
+        fig = {'qps': qps, 'disk_reads': disk_reads(g) - before}
+        print('%s app: %s' % (g.name, fig), file=sys.stderr)
+        out['app'].append(fig)
     if puma:
         out['crypto'] = crypto
     return out
@@ -422,12 +426,30 @@ def nopuma_case(b, args, disk, delays):
     return out
 
 
-def get_latency(lender, b, args):
-    """Every page at the lender; reads each once: each is a get."""
-    drop_caches(b)
-    settle_puts(lender, b)
+def get_latency(lender, b, args, disk, delay_ms):
+    """A region put to the lender page by page; each read of it is a get.
+
+    A page-cache drop would evict faster than the put buffers drain (the
+    puts it cannot buffer are dropped), so the region is cached, then
+    evicted one put-buffer's worth at a time (``dd iflag=nocache``:
+    POSIX_FADV_DONTNEED over 4 MiB), each chunk's puts settled before
+    the next.  fio then reads each block of the region once, in random
+    order, with the disk at DELAY_MS: the gets that hit are what the
+    median measures (``gets`` and ``hits`` say how many).
+    """
+    chunks = args.getlat_mb // 4
+    pumactl(b, 'set', 'seq_filter', '0')
+    disk.set_delay(0)
+    b.run('dd if=%s of=/dev/null bs=4M count=%d' % (DATA, chunks),
+          timeout=600)
+    for k in range(chunks):
+        b.run('dd if=%s of=/dev/null bs=4M skip=%d count=1 iflag=nocache'
+              % (DATA, k))
+        settle_puts(lender, b)
+    pumactl(b, 'set', 'seq_filter', '1')
+    disk.set_delay(delay_ms)
     before = puma_stats(b)
-    fig = fio(b, 'getlat', args)
+    fig = fio(b, 'getlat', args, size_mb=args.getlat_mb)
     fig.update(stats_delta(b, before, ('gets', 'hits')))
     return [fig]
 
@@ -444,8 +466,8 @@ def puma_case(b, lender, args, disk, delays):
     pumactl(b, 'set', 'seq_filter', '1')
     random_warm_up(b, args)
     out = measured_runs(b, args, disk, delays, puma=True)
+    out['getlat'] = get_latency(lender, b, args, disk, delays[APP_DEVICE])
     disk.set_delay(delays[APP_DEVICE])
-    out['getlat'] = get_latency(lender, b, args)
     out['seq'] = cold_scan(b, args)
     out['stats'] = {'borrower': puma_stats(b), 'lender': puma_stats(lender)}
     # The lender now hosts the borrower's pages; its own program needs
@@ -488,6 +510,8 @@ def parse_args(argv):
                     help='database size (default: 2 x borrower RAM)')
     ap.add_argument('--seq-mb', type=int, default=128,
                     help='size of the cold sequential scan')
+    ap.add_argument('--getlat-mb', type=int, default=32,
+                    help='region put page by page for the get latency')
     ap.add_argument('--kvm-rtt-us', type=float, default=diskmodel.KVM_RTT_US,
                     help='reference round trip between two KVM guests')
     ap.add_argument('--runtime', type=int, default=30,
@@ -500,8 +524,6 @@ def parse_args(argv):
                     help='seconds of unmeasured random reads before them')
     ap.add_argument('--app-warmup', type=int, default=60,
                     help='seconds of unmeasured queries before them')
-    ap.add_argument('--queries', type=int, default=300000,
-                    help='lookups in the query file (more than a run uses)')
     ap.add_argument('--puma-set', action='append', default=[],
                     metavar='NAME=VALUE',
                     help='pumactl set NAME VALUE on the borrower')
@@ -547,9 +569,7 @@ def run(argv):
     with lab_mod.Lab('bench-puma') as lab:
         share = lab.path('share')
         os.makedirs(share)
-        image, rows = make_image(lab, args)
-        appdb.write_queries(os.path.join(share, 'queries.sql'), rows,
-                            args.queries)
+        image, args.rows = make_image(lab, args)
         prepare_share(lab, args, share, skipped)
         disk = diskmodel.ModelledDisk(lab, 'data', image).start()
         b = boot(lab, 'borrower', args, args.borrower_mb, [disk.disk],

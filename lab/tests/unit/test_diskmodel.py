@@ -42,3 +42,9 @@ def test_qemu_reads_an_nbd_disk_and_reconnects():
     assert 'file.reconnect-delay=60' in opts
     assert 'readonly=on' in opts
     assert not any(o.startswith('aio=') for o in opts)
+
+
+def test_app_queries_draw_their_own_keys():
+    from puma_lab import appdb
+    q = appdb.query(524288)
+    assert q == 'SELECT length(v) FROM kv WHERE id=abs(random()) % 524288;'
