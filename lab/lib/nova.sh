@@ -6,10 +6,11 @@
 # lib/stack.sh (install_libvirt has run)
 # Call order: install_nova_venv (idempotent; a second run only checks).
 #
-# $PUMA_CACHE/nova/KEY/venv holds nova_driver/requirements.txt (Nova 34 and
-# the oslo libraries, from PyPI) and libvirt-python built from its sdist
+# $PUMA_CACHE/nova/KEY/venv holds nova_driver/requirements.txt and the
+# requirements of every extra of nova_driver/setup.cfg (Nova 34 and the
+# oslo libraries, from PyPI) and libvirt-python built from its sdist
 # against the patched libvirt, linked with an rpath to that prefix. KEY
-# hashes the requirements, the libvirt-python version and the libvirt
+# hashes the requirements (the extras' too), the libvirt-python version and the libvirt
 # build, so a new libvirt gets a new environment. puma_nova itself is not
 # installed: the lab puts nova_driver/ of the checkout on PYTHONPATH.
 #
@@ -40,14 +41,35 @@ nova_api_xml()
 	[ -s "$dest/docs/libvirt-api.xml" ]
 }
 
-# create_nova_venv BASE REQ LVDIR - the venv with REQ and libvirt-python
-# built against the libvirt in LVDIR (which it must then load).
+# nova_extras_req - the requirements of every extra of nova_driver/
+# setup.cfg (compute, controller, client), one per line: the lab runs
+# all of the package's roles from the checkout.
+nova_extras_req()
+{
+	/usr/bin/python3 - "$PUMA_TOP/nova_driver/setup.cfg" <<-'PY'
+	import configparser, sys
+	cfg = configparser.ConfigParser()
+	cfg.read(sys.argv[1])
+	seen = set()
+	for name, value in sorted(cfg["extras"].items()):
+	    for line in value.splitlines():
+	        req = line.split("#")[0].strip()
+	        if req and req not in seen:
+	            seen.add(req)
+	            print(req)
+	PY
+}
+
+# create_nova_venv BASE REQ LVDIR - the venv with REQ, the extras' and
+# libvirt-python built against the libvirt in LVDIR (which it must then
+# load).
 create_nova_venv()
 {
 	local base=$1 req=$2 lvdir=$3
 	/usr/bin/python3 -m venv "$base/venv" &&
 	"$base/venv/bin/pip" install --upgrade pip &&
-	"$base/venv/bin/pip" install -r "$req" &&
+	nova_extras_req >"$base/extras.txt" &&
+	"$base/venv/bin/pip" install -r "$req" -r "$base/extras.txt" &&
 	nova_api_xml "$lvdir" "$base/api" &&
 	PKG_CONFIG_PATH=$base/api/pkgconfig \
 	LDFLAGS="-Wl,-rpath,$lvdir/prefix/lib" \
@@ -68,8 +90,8 @@ install_nova_venv()
 	lvdir=$(readlink -f "$PUMA_CACHE/libvirt/current") ||
 		die "libvirt is not built (run lab/setup stack)"
 	[ -f "$lvdir/good" ] || die "libvirt in $lvdir is not built (run lab/setup stack)"
-	key=$( { content_hash "$req"; echo "$PUMA_LIBVIRT_PYTHON $lvdir"; } |
-		sha256sum | cut -c1-16)
+	key=$( { content_hash "$req"; nova_extras_req;
+		echo "$PUMA_LIBVIRT_PYTHON $lvdir"; } | sha256sum | cut -c1-16)
 	base=$PUMA_CACHE/nova/$key
 	if [ -f "$base/good" ]; then
 		ln -sfn "$key" "$PUMA_CACHE/nova/current"

@@ -81,6 +81,8 @@ def run_phase(tmp_path, services, *phase):
         words = line.split()
         if words[0] == 'iniset':  # which file
             words[1:] = [os.path.basename(words[1])]
+        elif words[0] == 'setup_develop':  # which extras
+            words[1:] = words[2:3]
         elif words[0] != 'run_process':
             del words[1:]
         out.append(' '.join(words[:2]))
@@ -89,13 +91,14 @@ def run_phase(tmp_path, services, *phase):
 
 @pytest.mark.parametrize('services,phase,want', [
     # The controller: everything.
-    (CONTROLLER, ('stack', 'install'), ['setup_develop']),
+    (CONTROLLER, ('stack', 'install'),
+     ['setup_develop compute,controller,client']),
     (CONTROLLER, ('stack', 'extra'),
      ['run_process puma-scheduler', 'run_process puma-api',
       'wait_for_service']),
     (CONTROLLER, ('unstack',), ['stop_process', 'stop_process']),
     # A compute-only node: the driver, Nova's options, nothing else.
-    (COMPUTE, ('stack', 'install'), ['setup_develop']),
+    (COMPUTE, ('stack', 'install'), ['setup_develop compute']),
     (COMPUTE, ('stack', 'post-config'),
      ['iniset nova.conf', 'iniset nova.conf']),
     (COMPUTE, ('stack', 'extra'), []),
