@@ -62,7 +62,7 @@
 
 #define PUMA_E_PEER_MASK	0xff
 #define PUMA_E_SEQ		0x100
-#define PUMA_E_VER_SHIFT	9	/* 54 bits of version above */
+#define PUMA_E_VER_SHIFT	9	/* PUMA_SEAL_VERSION_BITS above */
 
 static u64 puma_entry_version(unsigned long v)
 {
@@ -996,6 +996,15 @@ unsigned long puma_index_markers(void)
 
 int puma_index_init(void)
 {
+	/* A peer is a bit of a file's lender set and of an entry's value. */
+	BUILD_BUG_ON(PUMA_MAX_PEERS >=
+		     sizeof_field(struct puma_file, peers) * BITS_PER_BYTE);
+	BUILD_BUG_ON(PUMA_MAX_PEERS > PUMA_E_PEER_MASK);
+	BUILD_BUG_ON(PUMA_E_SEQ <= PUMA_E_PEER_MASK);
+	BUILD_BUG_ON(PUMA_E_SEQ >= 1UL << PUMA_E_VER_SHIFT);
+	/* Peer, sequential mark and version share one xarray value. */
+	BUILD_BUG_ON(PUMA_E_VER_SHIFT + PUMA_SEAL_VERSION_BITS >
+		     BITS_PER_LONG - 1);
 	return 0;
 }
 

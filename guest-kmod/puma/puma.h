@@ -122,6 +122,8 @@ struct puma_fkey {
 };
 
 /* seal.c */
+/* Versions puma_seal_version() gives: index entries store them too. */
+#define PUMA_SEAL_VERSION_BITS	54
 struct puma_seal_ctx;
 int puma_seal_ready(void);
 void puma_seal_exit(void);

@@ -51,7 +51,7 @@
 #define PUMA_SEAL_KEY_LEN	32	/* AES-256 */
 #define PUMA_SEAL_IV_FIXED	0x50554d41	/* "PUMA" */
 /* The index keeps a version in the bits of an xarray value above 9. */
-#define PUMA_SEAL_VERSION_MAX	((1ULL << 54) - 1)
+#define PUMA_SEAL_VERSION_MAX	((1ULL << PUMA_SEAL_VERSION_BITS) - 1)
 
 /*
  * What the tag covers besides the page: the page's identity, i.e. its key
