@@ -89,8 +89,7 @@ FIO = {
               '--randrepeat=0 --norandommap',
     # Every block once, in random order: after a page-cache drop each
     # read is a get (the lender holds the working set).
-    'getlat': '--rw=randread --bs=4k --ioengine=psync --time_based '
-              '--randrepeat=0',
+    'getlat': '--rw=randread --bs=4k --ioengine=psync --randrepeat=0',
     'seq': '--rw=read --bs=128k --ioengine=psync',
 }
 
@@ -134,15 +133,18 @@ def summarize(meas, skipped, model):
     """
     out = {'model': model}
     kinds = ['random_' + d for d in DEVICES] + ['app', 'seq', 'getlat']
-    keys = {'app': ('qps', 'disk_reads'),
+    keys = {'app': ('qps', 'disk_reads', 'gets', 'hits',
+                    'gets_skipped_rtt'),
             'getlat': ('p50_ms', 'p99_ms', 'gets', 'hits')}
     for case in CASES:
         for kind in kinds:
             if kind == 'getlat' and case != 'puma':
                 continue
             for key in keys.get(kind, ('iops', 'mib_s', 'p50_ms', 'p99_ms',
-                                       'disk_reads', 'gets', 'hits')):
-                if key in ('gets', 'hits') and case != 'puma':
+                                       'disk_reads', 'gets', 'hits',
+                                       'gets_skipped_rtt')):
+                if key in ('gets', 'hits', 'gets_skipped_rtt') and \
+                        case != 'puma':
                     continue
                 runs = meas.get(case, {}).get(kind) or []
                 out['%s_%s_%s' % (kind, key, case)] = spread(
@@ -214,13 +216,14 @@ def drop_caches(g):
     g.run('sync; echo 3 > /proc/sys/vm/drop_caches')
 
 
-def warm_up(g, args, passes=None):
+def warm_up(g, args, passes=None, path=DATA, drop=True):
     """Sequential passes in large requests: the cache keeps what fits."""
-    drop_caches(g)
+    if drop:
+        drop_caches(g)
     g.run('echo 2048 > /sys/block/vdb/queue/read_ahead_kb && '
           'for i in $(seq %d); do cat %s > /dev/null; done; '
           'echo 128 > /sys/block/vdb/queue/read_ahead_kb'
-          % (passes or args.warmup_passes, DATA),
+          % (passes or args.warmup_passes, path),
           timeout=20 * args.runtime + 600)
 
 
@@ -380,8 +383,9 @@ def stats_delta(g, before, keys):
 def measured_runs(g, args, disk, delays, puma=False):
     """Per device class, REPEATS random runs; then the app, then a scan."""
     out = {}
-    keys = ('gets', 'hits', 'opens', 'open_ns', 'seals', 'seal_ns')
-    crypto = dict.fromkeys(keys[2:], 0)
+    keys = ('gets', 'hits', 'gets_skipped_rtt', 'opens', 'open_ns', 'seals',
+            'seal_ns')
+    crypto = dict.fromkeys(keys[3:], 0)
     for dev in DEVICES:
         disk.set_delay(delays[dev])
         runs = []
@@ -390,20 +394,28 @@ def measured_runs(g, args, disk, delays, puma=False):
             fig = fio(g, 'random_' + dev, args)
             if puma:
                 d = stats_delta(g, before, keys)
-                fig.update(gets=d['gets'], hits=d['hits'])
+                fig.update((k, d[k]) for k in keys[:3])
                 for k in crypto:
                     crypto[k] += d[k]
             runs.append(fig)
         out['random_' + dev] = runs
-    # The application: its own warm-up, unthrottled, then measured.
+    # The application: its own warm-up, unthrottled (sequential passes
+    # over the database, then queries), then measured.
     disk.set_delay(0)
+    if puma:
+        pumactl(g, 'set', 'seq_filter', '0')
+    warm_up(g, args, path=APP_DB, drop=False)
+    if puma:
+        pumactl(g, 'set', 'seq_filter', '1')
     appdb.run(g, APP_DB, args.rows, args.app_warmup)
     disk.set_delay(delays[APP_DEVICE])
     out['app'] = []
     for _ in range(args.repeats):
-        before = disk_reads(g)
+        before = disk_reads(g), puma and puma_stats(g)
         qps = appdb.run(g, APP_DB, args.rows, args.runtime)
-        fig = {'qps': qps, 'disk_reads': disk_reads(g) - before}
+        fig = {'qps': qps, 'disk_reads': disk_reads(g) - before[0]}
+        if puma:
+            fig.update(stats_delta(g, before[1], keys[:3]))
         print('%s app: %s' % (g.name, fig), file=sys.stderr)
         out['app'].append(fig)
     if puma:
@@ -467,19 +479,20 @@ def puma_case(b, lender, args, disk, delays):
     random_warm_up(b, args)
     out = measured_runs(b, args, disk, delays, puma=True)
     out['getlat'] = get_latency(lender, b, args, disk, delays[APP_DEVICE])
-    disk.set_delay(delays[APP_DEVICE])
-    out['seq'] = cold_scan(b, args)
-    out['stats'] = {'borrower': puma_stats(b), 'lender': puma_stats(lender)}
-    # The lender now hosts the borrower's pages; its own program needs
-    # the memory.
-    reclaim['hosted_before'] = out['stats']['lender'].get('hosted_pages')
+    # The lender now hosts the borrower's pages (before the scan's page
+    # cache drop, which evicts the files' inodes and with them their
+    # remote pages); its own program needs the memory.
+    before = puma_stats(lender)
+    reclaim['hosted_before'] = before.get('hosted_pages')
     reclaim['alloc_hosting_s'] = lender_hog(lender, args)
     after = puma_stats(lender)
     reclaim['hosted_after'] = after.get('hosted_pages')
     for key in ('lend_shrunk', 'lend_suspends'):
-        reclaim[key] = (after.get(key, 0) -
-                        out['stats']['lender'].get(key, 0))
+        reclaim[key] = after.get(key, 0) - before.get(key, 0)
     out['reclaim'] = reclaim
+    disk.set_delay(delays[APP_DEVICE])
+    out['seq'] = cold_scan(b, args)
+    out['stats'] = {'borrower': puma_stats(b), 'lender': puma_stats(lender)}
     return out
 
 
