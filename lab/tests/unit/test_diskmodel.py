@@ -1,10 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """The disk model: dilation, per-class delays, nbdkit and QEMU options."""
 
+import os
+import subprocess
+import time
+
 import pytest
 
 from puma_lab import diskmodel
 from puma_lab import errors
+from puma_lab import paths
 from puma_lab import vm
 
 
@@ -48,3 +53,51 @@ def test_app_queries_draw_their_own_keys():
     from puma_lab import appdb
     q = appdb.query(524288)
     assert q == 'SELECT length(v) FROM kv WHERE id=abs(random()) % 524288;'
+
+
+class FakeLab:
+    """What ModelledDisk uses of a lab: a directory and a register."""
+
+    def __init__(self, path):
+        self.dir = str(path)
+        self.guests = []
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def register(self, thing, kind):
+        self.guests.append(thing)
+
+
+def test_qemu_reads_on_after_the_delay_changes(tmp_path):
+    """Real nbdkit and QEMU's NBD client: a new delay, the same reader.
+
+    qemu-io reads, waits while the bench's set_delay replaces nbdkit by
+    one with another delay, and reads again on the same connection
+    object: QEMU reconnects (with SIGTERM instead of SIGKILL it gave the
+    export up: "Cannot send after transport endpoint shutdown").
+    """
+    image = tmp_path / 'img'
+    image.write_bytes(os.urandom(1 << 20))
+    lab = FakeLab(tmp_path)
+    disk = diskmodel.ModelledDisk(lab, 'd', str(image), delay_ms=5).start()
+    try:
+        opts = ('driver=raw,file.driver=nbd,file.server.type=unix,'
+                'file.server.path=%s,file.reconnect-delay=30' % disk.socket)
+        reader = subprocess.Popen(
+            [os.path.join(paths.qemu_prefix(), 'bin', 'qemu-io'), '-r',
+             '--image-opts', opts, '-c', 'read 0 4k', '-c', 'sleep 3000',
+             '-c', 'read 4k 4k'],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(1)
+        old = disk.proc.pid
+        disk.set_delay(20)
+        out, _ = reader.communicate(timeout=120)
+        assert disk.proc.pid != old
+        with open('/proc/%d/cmdline' % disk.proc.pid) as f:
+            assert 'rdelay=20ms' in f.read().split('\0')
+        assert reader.returncode == 0, out
+        assert out.count('read 4096/4096 bytes') == 2, out
+    finally:
+        disk.stop()
+    assert lab.guests == [disk]
