@@ -347,12 +347,18 @@ def pair(lender, borrower, puma_set=()):
     wait_ready(borrower)
 
 
-def make_disk(lab, args):
+def working_set_dir(lab, mb):
+    """A folder of the lab holding ``ws``, MB of random bytes."""
     files = lab.path('ws')
     os.makedirs(files)
     with open(os.path.join(files, 'ws'), 'wb') as f:
-        for _ in range(args.ws_mb):
+        for _ in range(mb):
             f.write(os.urandom(1024 * 1024))
+    return files
+
+
+def make_disk(lab, args):
+    files = working_set_dir(lab, args.ws_mb)
     disk = vm.make_data_disk(lab.path('data.img'), args.ws_mb + 96, files)
     shutil.rmtree(files)
     disk.readonly = True
@@ -362,11 +368,7 @@ def make_disk(lab, args):
 
 def make_image(lab, args):
     """The data disk's image: the working set file and the database."""
-    files = lab.path('ws')
-    os.makedirs(files)
-    with open(os.path.join(files, 'ws'), 'wb') as f:
-        for _ in range(args.ws_mb):
-            f.write(os.urandom(1024 * 1024))
+    files = working_set_dir(lab, args.ws_mb)
     rows = appdb.make(os.path.join(files, 'app.db'), args.app_mb)
     size = os.path.getsize(os.path.join(files, 'app.db')) // (1024 * 1024)
     image = lab.path('data.img')
