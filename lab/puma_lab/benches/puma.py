@@ -403,7 +403,7 @@ def measured_runs(g, args, disk, delays, puma=False):
         out['random_' + dev] = runs
     # The application: its own warm-up, unthrottled (sequential passes
     # over the database, then queries), then measured.
-    disk.set_delay(0)
+    disk.set_delay(delays['warmup'])
     if puma:
         pumactl(g, 'set', 'seq_filter', '0')
     warm_up(g, args, path=APP_DB, drop=False)
@@ -431,7 +431,7 @@ def cold_scan(g, args):
 
 
 def nopuma_case(b, args, disk, delays):
-    disk.set_delay(0)
+    disk.set_delay(delays['warmup'])
     warm_up(b, args)
     random_warm_up(b, args)
     out = measured_runs(b, args, disk, delays)
@@ -474,7 +474,7 @@ def puma_case(b, lender, args, disk, delays):
     pair(lender, b, args.puma_set)
     # The warm-up passes are sequential: with the filter on, nothing
     # they evict would reach the lender.
-    disk.set_delay(0)
+    disk.set_delay(delays['warmup'])
     pumactl(b, 'set', 'seq_filter', '0')
     warm_up(b, args)
     pumactl(b, 'set', 'seq_filter', '1')
@@ -502,7 +502,7 @@ def upper_case(lab, args, disk, delays):
     u = boot(lab, 'upper', args, args.borrower_mb + args.lender_mb,
              [disk.disk]).wait_booted()
     mount(u)
-    disk.set_delay(0)
+    disk.set_delay(delays['warmup'])
     warm_up(u, args)
     random_warm_up(u, args)
     out = {}
@@ -600,6 +600,10 @@ def run(argv):
                                     args.kvm_rtt_us)
         delays = {d: round(diskmodel.modelled_ms(d, factor), 1)
                   for d in DEVICES}
+        # Warm-ups read with the disk as fast as the lab's round trip,
+        # never faster: a disk faster than the network (no cloud has
+        # one) evicts pages faster than the borrower can put them.
+        delays['warmup'] = max(1.0, round(meas['rtt_ms']['p50'], 1))
         model.update(kvm_rtt_us=args.kvm_rtt_us,
                      lab_rtt_p50_us=round(meas['rtt_ms']['p50'] * 1000.0),
                      dilation=round(factor, 2), device_ms=diskmodel.DEVICE_MS,
