@@ -16,14 +16,15 @@ A borrower guest with BORROWER_MB of RAM reads a working set of WS_MB
 (default twice its RAM); cases ``nopuma`` (the borrower alone) and
 ``puma`` (``puma.ko`` in both guests, the lender with LENDER_MB), and
 optionally ``upper`` (a guest with borrower + lender RAM).  Each case
-first reaches the caches' steady state with the disk unthrottled
+first reaches the caches' steady state with the disk at the lab's
+round trip (never faster than the network)
 (WARMUP_PASSES sequential passes, RANDOM_WARMUP seconds of unmeasured
 random reads: what an application running for a while leaves in the
 borrower's page cache and, with Puma, at the lender), then, per device
 class, REPEATS runs of RUNTIME seconds of 4 KiB uniform random reads
 (fio, psync), then the application workload (:mod:`puma_lab.appdb`:
 SQLite point lookups in a database of APP_MB, about twice the borrower's
-RAM, warmed up unthrottled first) REPEATS times on ``netvol``, then a
+RAM, warmed up the same way first) REPEATS times on ``netvol``, then a
 cold sequential scan of SEQ_MB on ``netvol``.  The Puma case also
 measures one get: a region of GETLAT_MB is put to the lender (see
 ``get_latency``), then fio reads each of its blocks once, in random
@@ -401,7 +402,7 @@ def measured_runs(g, args, disk, delays, puma=False):
                     crypto[k] += d[k]
             runs.append(fig)
         out['random_' + dev] = runs
-    # The application: its own warm-up, unthrottled (sequential passes
+    # The application: its own warm-up, at the warm-up delay (passes
     # over the database, then queries), then measured.
     disk.set_delay(delays['warmup'])
     if puma:
