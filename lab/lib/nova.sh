@@ -10,9 +10,10 @@
 # requirements of every extra of nova_driver/setup.cfg (Nova 34 and the
 # oslo libraries, from PyPI) and libvirt-python built from its sdist
 # against the patched libvirt, linked with an rpath to that prefix. KEY
-# hashes the requirements (the extras' too), the libvirt-python version and the libvirt
-# build, so a new libvirt gets a new environment. puma_nova itself is not
-# installed: the lab puts nova_driver/ of the checkout on PYTHONPATH.
+# hashes the requirements (the extras' too), the libvirt-python version
+# and the libvirt build, so a new libvirt gets a new environment.
+# puma_nova itself is not installed: the lab puts nova_driver/ of the
+# checkout on PYTHONPATH.
 #
 # libvirt-python generates its bindings from libvirt's API description
 # (libvirt-api.xml), which libvirt installs only with its docs; the lab

@@ -28,7 +28,7 @@ RAM, warmed up the same way first) REPEATS times on ``netvol``, then a
 cold sequential scan of SEQ_MB on ``netvol``.  The Puma case also
 measures one get: a region of GETLAT_MB is put to the lender (see
 ``get_latency``), then fio reads each of its blocks once, in random
-order, for RUNTIME seconds; its median completion latency is the latency
+order (at most RUNTIME seconds); its median completion latency is the latency
 of a get as an application sees it, compared with the median ping round
 trip (``get_p50_x_rtt``).  Per run it reports the gets and hits, and the
 borrower's AEAD cost per opened page (``crypto_cpu_us_per_get``, from
@@ -37,7 +37,8 @@ the module's ``open_ns``/``opens`` counters; raw TCG CPU time).
 Lender slowdown: the lender runs a memory-hungry program (``memverify
 -t 0`` over HOG_SHARE of its RAM) before it lends anything (the second
 of two runs: the first after boot is slower) and once while it hosts
-the borrower's pages at the end: ``lender_slowdown`` = hosting / idle.
+the borrower's pages, after the get-latency phase and before the scan's
+page-cache drop: ``lender_slowdown`` = hosting / idle.
 
 Figures: raw lab figures per run (IOPS, latencies, queries/s, disk
 reads from QEMU's block stats), their median and spread (min, max), and
@@ -88,8 +89,8 @@ HOG_SHARE = 0.7
 FIO = {
     'random': '--rw=randread --bs=4k --ioengine=psync --time_based '
               '--randrepeat=0 --norandommap',
-    # Every block once, in random order: after a page-cache drop each
-    # read is a get (the lender holds the working set).
+    # Every block of a region once, in random order, no repeat: after
+    # get_latency() put the region to the lender, each read is a get.
     'getlat': '--rw=randread --bs=4k --ioengine=psync --randrepeat=0',
     'seq': '--rw=read --bs=128k --ioengine=psync',
 }
