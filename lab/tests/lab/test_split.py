@@ -16,6 +16,7 @@ import re
 import time
 
 import pytest
+from qemu.qmp import ExecuteError
 
 from puma_lab import errors
 from puma_lab import memserver
@@ -269,6 +270,41 @@ def test_mirror_is_remade_on_a_restarted_server(driver, lab):
     st = g.qmp('x-query-split')
     assert g.running() == 'running'
     assert st['state'] == 'degraded', st
+    verified(g, pid)
+
+
+def test_dead_mirror_is_replaced_by_another_host(lab, require):
+    """The host of a mirror is gone: x-split-recover puts one on host E.
+
+    The pager drops what E held of the guest, copies the remote pages onto
+    it from the survivor, and reads nothing from it before; once the state
+    is active again, the survivor dies too and every remote page comes
+    from E.  Over QMP only: libvirt has no API for the command (an
+    operator sends it with ``virsh qemu-monitor-command``).
+    """
+    require('split migration through qmp', split.missing('qmp'))
+    g, pid, s1, s2 = mirrored('qmp', lab, 'vm8')
+    s1.kill()
+    lost, st = wait_server(g, s1.host, 'down')
+    assert st['state'] == 'degraded', st
+    # What cannot be done is refused, and changes nothing.
+    with pytest.raises(ExecuteError, match='already mirrors'):
+        g.qmp('x-split-recover', server=lost['uri'], uri=s2.uri)
+    with pytest.raises(ExecuteError, match='is up'):
+        g.qmp('x-split-recover', server=s2.uri,
+              uri='tcp:%s:7999' % s2.host.addr)
+
+    e = split.make_hosts(lab, 'qmp', ('e',))[0]
+    s3 = memserver.MemoryServer(e).start()
+    g.qmp('x-split-recover', server=lost['uri'], uri=s3.uri)
+    st = split_state(g, 'active')
+    assert [s['uri'] for s in st['servers']] == [s3.uri, s2.uri], st
+    assert s3.stats()['total_pages'] >= st['remote-pages'] > 0, st
+    s2.kill()
+    walk(g)
+    st = g.qmp('x-query-split')
+    assert g.running() == 'running'
+    assert st['state'] == 'degraded' and st['page-ins'] > 0, st
     verified(g, pid)
 
 
