@@ -13,12 +13,13 @@ It is in the default ``./lab/test`` run (tox env ``cloud``, beside the
 lab env): it fits the budget. Besides: puma-api behind Keystone and
 Puma's tempest plugin against it, and split migrations through
 ``openstack server migrate`` (b modelled as a small host, the memory
-server on c started by c's nova-compute): one that completes, one whose
-memory server dies before the switchover, one aborted with ``openstack
-server migration abort``, one ended with ``openstack server migration
-force complete``.  Every server runs a checksummed working set
-(the guest init's ``puma.workset``, reported on the serial console,
-which the tests read with ``openstack console log show``); the helpers
+server on c started by c's nova-compute): one that completes and then
+moves whole back to a, one whose memory server dies before the
+switchover, one aborted with ``openstack server migration abort``, one
+ended with ``openstack server migration force complete``.  Every server
+runs a checksummed working set (the guest init's ``puma.workset``,
+reported on the serial console, which the tests read with ``openstack
+console log show``); the helpers
 are in puma_lab.cloud_checks; Horizon, control-plane faults and
 Shoot4U have test modules of their own.  What the cloud tests do not
 cover yet (docs/lab-cloud.md): ports bound by a Neutron agent (servers
@@ -177,7 +178,8 @@ def test_split_migration_through_the_api(cloud, small_b):
     (modelled, see Cloud.model_free_memory): b's Puma driver asks
     puma-scheduler for a plan, c's nova-compute starts the memory server,
     a's libvirtd migrates with the split parameters, and the guest pages
-    from c afterwards; its working set checks out.  Deleting the server
+    from c afterwards; its working set checks out.  A second move takes
+    it back to a whole, which ends the split.  Deleting the server
     releases all of it.
     """
     uuid, name, rounds = cc.split_server(cloud, 'vm2')
@@ -209,8 +211,30 @@ def test_split_migration_through_the_api(cloud, small_b):
         entries[0]['main_limit_mb'] << 20, (split, entries)
     assert [s['state'] for s in split['servers']] == ['up'], split
     # Every page of the working set came back right from b or from c.
-    cc.verified(cloud, 'vm2', after=rounds)
+    rounds = cc.verified(cloud, 'vm2', after=rounds)
     cc.placement_audit(cloud)
+
+    # A second move, back to a, which has room: b's QEMU pages the
+    # remote memory in, then migrates it whole; the split is over, and
+    # its ledger entry, memory server and allocations are given back.
+    t0 = time.monotonic()
+    cc.migrate(cloud, 'vm2', 'a')
+    took = time.monotonic() - t0
+    moved = cc.osc(cloud, 'server', 'show', 'vm2')
+    migs = cc.migrations(cloud, 'vm2')
+    print('second move b -> a in %.1f s: %s' % (took, migs))
+    assert sorted((m['Source Compute'], m['Dest Compute'], m['Status'])
+                  for m in migs) == [('a', 'b', 'completed'),
+                                     ('b', 'a', 'completed')], migs
+    assert (moved['status'], moved['OS-EXT-SRV-ATTR:host']) == \
+        ('ACTIVE', 'a'), moved
+    assert cc.domains(cloud, 'a') == [name] and \
+        name not in cc.domains(cloud, 'b')
+    split = json.loads(cc.virsh(cloud, 'a', 'qemu-monitor-command', name,
+                                '{"execute": "x-query-split"}'))['return']
+    assert split['state'] == 'none', split
+    cc.released(cloud, uuid)
+    cc.verified(cloud, 'vm2', after=rounds)
 
     # Deleting the server gives everything back.
     cc.osc(cloud, 'server', 'delete', '--wait', 'vm2', fmt=False)

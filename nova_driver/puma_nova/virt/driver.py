@@ -348,26 +348,6 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._puma_release_main(context, instance_uuid,
                                     self._puma_host)
 
-    def check_can_live_migrate_source(self, context, instance,
-                                      dest_check_data,
-                                      block_device_info=None):
-        self._puma_check_not_split(instance)
-        return super().check_can_live_migrate_source(
-            context, instance, dest_check_data,
-            block_device_info=block_device_info)
-
-    def _puma_check_not_split(self, instance):
-        """Refuse to migrate an instance whose memory is split from here."""
-        if split.MIGRATE_AGAIN_SUPPORTED:
-            return
-        e = self._puma_split_entry(instance)
-        if e:
-            raise exception.MigrationPreCheckError(
-                reason='instance %s keeps %s MiB of its memory on sub '
-                       'host %s (split migration); the Puma driver does '
-                       'not migrate a split instance again yet'
-                       % (instance.uuid, e.get('mb'), e.get('sub_host')))
-
     def _puma_split_entry(self, instance):
         """The split the instance runs with here, or None.
 
@@ -438,12 +418,6 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             raise exception.MigrationPreCheckError(
                 reason='Puma scheduler unreachable, cannot plan a split '
                        'migration of %s: %s' % (instance.uuid, e))
-        if current and not split.MIGRATE_AGAIN_SUPPORTED:
-            raise exception.MigrationPreCheckError(
-                reason='instance %s is split already (main host %s, sub '
-                       'host %s); migrate it where it fits first'
-                       % (instance.uuid, current[0].get('main_host'),
-                          current[0].get('sub_host')))
         plan = self._puma_request_plan(
             ctxt, instance, need, free,
             busy_sub_hosts={e.get('sub_host') for e in current})

@@ -53,8 +53,6 @@ PARAM_MAIN_LIMIT = 'split.main-limit'
 # split instance before anything is reserved. The ledger handling of a
 # second hop does not depend on it (tests turn it on to check that a
 # rolled back second hop keeps the first split).
-MIGRATE_AGAIN_SUPPORTED = False
-
 EXTRA_SPEC = 'puma:split'
 # Custom image properties reach the instance as system metadata only.
 IMAGE_SYSMETA = 'image_puma_split'

@@ -616,42 +616,31 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
         self.sched.main_limits['src'] = 2 * GIB
         self.sched.sub_hosts = ['sub', 'sub2']
 
-    def test_second_hop_refused(self):
+    def test_second_hop_whole(self):
         server, first, pid = self._split_to_dest()
-        dest_inv = self._memory_inventory('dest')
-        sub_inv = self._memory_inventory('sub')
-        calls = len(self.sched.calls)
-        # It would fit whole on src: still refused, before anything is
-        # reserved or started.
-        try:
-            self.api.post_server_action(
-                server['id'],
-                {'os-migrateLive': {'host': 'src',
-                                    'block_migration': 'auto'}})
-        except client.OpenStackApiException:
-            pass
-        self._wait_for_migration_status(server, ['error'])
-        self._wait_for_state_change(server, 'ACTIVE')
-        self.assertIn('keeps 2048 MiB of its memory on sub host sub (split '
-                      'migration); the Puma driver does not migrate a '
-                      'split instance again yet', self.stdlog.logger.output)
-        self.assertEqual(1, len(self.migrations))
-        self.assertEqual([], [c for c in self.sched.calls[calls:]
-                              if c[0] != 'report_host'])
-        self.assertEqual({server['id']: first}, self.sched.ledger)
-        self.assertEqual([server['id']],
-                         list(self.sub.driver._puma_memory_servers.list()))
-        self.assertTrue(memory_server._alive(pid))
-        self.assertEqual('dest', self.api.get_server(server['id'])
+        base_dest = self._memory_inventory('dest')
+        base_dest['total'] -= 2 * GIB
+        base_dest['max_unit'] -= 2 * GIB
+        base_sub = self._memory_inventory('sub')
+        base_sub['reserved'] -= 2 * GIB
+        # src has room for all of it: dest's QEMU pages the remote memory
+        # in and migrates it whole; the split is over.
+        self._live_migrate(server, 'completed', host='src')
+        self.assertEqual('src', self.api.get_server(server['id'])
                          ['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(2, len(self.migrations))
+        _dest, params, flags = self.migrations[1]
+        self.assertFalse(flags & split.VIR_MIGRATE_SPLIT)
+        self.assertNotIn('split.sub-host-uri', params)
+        self.assertEqual({}, self.sched.ledger)
+        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertFalse(memory_server._alive(pid))
         self._run_periodics()
-        self.assertEqual(dest_inv, self._memory_inventory('dest'))
-        self.assertEqual(sub_inv, self._memory_inventory('sub'))
+        self.assertEqual(base_dest, self._memory_inventory('dest'))
+        self.assertEqual(base_sub, self._memory_inventory('sub'))
         self._assert_placement_clean()
 
     def test_rollback_of_second_split_keeps_the_first(self):
-        self.useFixture(fixtures.MonkeyPatch(
-            'puma_nova.virt.split.MIGRATE_AGAIN_SUPPORTED', True))
         server, first, pid = self._split_to_dest()
         dest_inv = self._memory_inventory('dest')
         sub_inv = self._memory_inventory('sub')
@@ -702,8 +691,6 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
         self.assertFalse(memory_server._alive(pid))
 
     def test_second_split_replaces_the_first(self):
-        self.useFixture(fixtures.MonkeyPatch(
-            'puma_nova.virt.split.MIGRATE_AGAIN_SUPPORTED', True))
         server, first, pid = self._split_to_dest()
         base_dest = self._memory_inventory('dest')
         base_dest['total'] -= 2 * GIB

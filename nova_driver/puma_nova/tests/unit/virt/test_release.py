@@ -18,7 +18,6 @@ compute hosts' memory servers; no Nova services.
 
 import threading
 
-import fixtures
 from nova import context as nova_context
 from nova import exception
 from nova import test
@@ -27,7 +26,6 @@ from puma_nova.tests.functional import scheduler_double
 from puma_nova.tests.unit.virt import test_split
 from puma_nova.virt import driver as puma_driver
 from puma_nova.virt import ledger
-from puma_nova.virt import split
 
 GIB = 1024
 
@@ -80,8 +78,6 @@ class ReleaseTest(test.NoDBTestCase):
 
     def _second_hop_to_src(self):
         """dest -> src, split again: planned on src, server on sub2."""
-        self.useFixture(fixtures.MonkeyPatch(
-            'puma_nova.virt.split.MIGRATE_AGAIN_SUPPORTED', True))
         plan = self.sched.plan_split(self.ctxt, self.uuid, 4 * GIB, 'src',
                                      'p')
         self.assertEqual('sub2', plan['sub_host'])
@@ -118,8 +114,6 @@ class ReleaseTest(test.NoDBTestCase):
         self.assertEqual(set(), self.computes.running)
 
     def test_busy_sub_host_is_refused_and_released(self):
-        self.useFixture(fixtures.MonkeyPatch(
-            'puma_nova.virt.split.MIGRATE_AGAIN_SUPPORTED', True))
         # A scheduler that offers the sub host of the current split.
         self.sched.sub_hosts = ['sub2']
         src = self._driver('src')
@@ -131,20 +125,3 @@ class ReleaseTest(test.NoDBTestCase):
                       str(ex))
         self.assertEqual({self.uuid: self.first}, self.sched.ledger)
         self.assertEqual({('sub', self.uuid)}, self.computes.running)
-
-    def test_split_instance_refused_at_the_source(self):
-        ex = self.assertRaises(exception.MigrationPreCheckError,
-                               self._driver('dest')._puma_check_not_split,
-                               self.instance)
-        self.assertIn('keeps 2048 MiB of its memory on sub host sub',
-                      str(ex))
-        self.assertIn('does not migrate a split instance again yet', str(ex))
-        # Not split from this host, or not splittable: nothing to refuse.
-        self._driver('src')._puma_check_not_split(self.instance)
-        self._driver('dest')._puma_check_not_split(test_split._instance())
-        self.assertFalse(split.MIGRATE_AGAIN_SUPPORTED)
-
-    def test_split_instance_allowed_once_qemu_can(self):
-        self.useFixture(fixtures.MonkeyPatch(
-            'puma_nova.virt.split.MIGRATE_AGAIN_SUPPORTED', True))
-        self._driver('dest')._puma_check_not_split(self.instance)
