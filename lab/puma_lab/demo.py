@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The lab demo: live migration between two emulated hosts, verified."""
+"""The lab demo: live migration between two emulated hosts, verified;
+split migration, cache lending, Shoot4U, and a split migration through
+the lab cloud's ``openstack`` (puma_lab.demo_cloud)."""
 
 import argparse
 import sys
 import time
 
 from puma_lab.benches import shoot4u
+from puma_lab import demo_cloud
 from puma_lab import demo_puma
 from puma_lab import errors
 from puma_lab import host as host_mod
@@ -70,6 +73,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument('--kernel', default='6.1', choices=paths.KERNELS)
     ap.add_argument('--mem', type=int, default=512, help='guest MiB')
+    ap.add_argument('--no-cloud', action='store_true',
+                    help='leave out the last part, a split migration '
+                    'through the lab cloud\'s openstack')
     args = ap.parse_args(argv)
 
     print('Puma lab demo: QEMU %s, libvirt %s' % (
@@ -114,6 +120,8 @@ def main(argv=None):
         print('TLB IPIs received: %d with IPIs, %d with Shoot4U; %d '
               'hypercalls' % (fig['ipi_tlb_ipis'], fig['s4u_tlb_ipis'],
                               fig['s4u_hypercalls_last_round']))
+        if not args.no_cloud and not demo_cloud.run():
+            return 1
         return 0
     except errors.LabError as e:
         print('demo failed: %s' % e, file=sys.stderr)
