@@ -110,6 +110,17 @@ def wait_for(what, check, timeout):
         time.sleep(2)
 
 
+def workset_lines(log):
+    """The working set's complete report lines in the console LOG.
+
+    The guest may be writing its last line when the log is read: a line
+    without its newline yet is left for the next read.
+    """
+    complete = log[:log.rfind('\n') + 1]
+    return [line.split('puma-guest: workset ', 1)[1] for line in
+            complete.splitlines() if 'puma-guest: workset state=' in line]
+
+
 def verified(cloud, server, after=-1, timeout=SERVER_TIMEOUT):
     """The rounds SERVER's working set has verified, once more than AFTER.
 
@@ -120,8 +131,7 @@ def verified(cloud, server, after=-1, timeout=SERVER_TIMEOUT):
     def rounds():
         log = osc(cloud, 'console', 'log', 'show', server, fmt=False)
         assert 'puma-guest: workset ended' not in log, log[-2000:]
-        lines = [line.split('puma-guest: workset ', 1)[1] for line in
-                 log.splitlines() if 'puma-guest: workset state=' in line]
+        lines = workset_lines(log)
         if not lines:
             return None
         state = dict(kv.split('=', 1) for kv in lines[-1].split())

@@ -25,7 +25,23 @@ SERVER = 'demo-split'
 
 
 def show(cloud):
-    """Create, split-migrate and delete the demo's server; True if OK."""
+    """Create, split-migrate and delete the demo's server; True if OK.
+
+    The server is deleted also when a step fails, so that a cloud that
+    stays up (``./lab/cloud up``, the tests' session cloud) keeps nothing
+    of the demo.
+    """
+    try:
+        return _show(cloud)
+    finally:
+        left = [s for s in cc.osc(cloud, 'server', 'list', '--name',
+                                  '^%s$' % SERVER)]
+        for s in left:
+            cc.osc(cloud, 'server', 'delete', '--wait', s['ID'], fmt=False)
+            cc.released(cloud, s['ID'])
+
+
+def _show(cloud):
     t0 = time.monotonic()
     uuid, domain, rounds = cc.split_server(cloud, SERVER)
     print('server %s (flavor %s: 512 MiB, puma:split=allowed): ACTIVE on '

@@ -130,11 +130,10 @@ def rounds_in(path, after):
     if 'puma-guest: workset ended' in log:
         raise errors.LabError('the working set of %s ended: %s'
                               % (path, log[-1000:]))
-    lines = [line.split('puma-guest: workset ', 1)[1] for line in
-             log.splitlines() if 'puma-guest: workset state=' in line]
+    lines = cc.workset_lines(log)
     if not lines:
         return None
-    state = dict(kv.split('=', 1) for kv in lines[-1].split() if '=' in kv)
+    state = dict(kv.split('=', 1) for kv in lines[-1].split())
     if state['state'] != 'running':
         raise errors.LabError('working set in %s: %s' % (path, lines[-1]))
     n = int(state['rounds'])

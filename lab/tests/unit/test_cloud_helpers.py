@@ -151,3 +151,19 @@ def test_horizon_settings_point_at_the_cloud():
         '/run/x/static'
     assert values['DEBUG'] is False and values['SECRET_KEY'] == 's' * 64
     compile(horizon.WSGI, 'wsgi', 'exec')
+
+
+def test_workset_lines_leave_a_line_being_written():
+    """A console log read while the guest writes a line: seen in CI.
+
+    The torn line ("elap") made the cloud tests' check fail to parse it
+    (ValueError) before this helper left it for the next read.
+    """
+    from puma_lab import cloud_checks
+    done = ('puma-guest: workset state=running rounds=5 pages=8192 '
+            'elapsed=5.0\n')
+    torn = 'puma-guest: workset state=running rounds=10 pages=8192 elap'
+    assert cloud_checks.workset_lines('boot\n' + done + torn) == [
+        'state=running rounds=5 pages=8192 elapsed=5.0']
+    assert cloud_checks.workset_lines(torn) == []
+    assert len(cloud_checks.workset_lines(done + torn + 'sed=10.1\n')) == 2
