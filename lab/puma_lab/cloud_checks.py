@@ -195,6 +195,19 @@ def released(cloud, uuid):
     placement_audit(cloud)
 
 
+def model_small(cloud, host='b', free_mb=MAIN_FREE_MB):
+    """Model HOST with FREE_MB free, once puma-scheduler has seen it so.
+
+    puma-scheduler plans with what the host reported last.  Undo with
+    ``cloud.model_free_memory(HOST)``.
+    """
+    cloud.model_free_memory(host, free_mb)
+    wait_for('%s\'s report of %d MiB free' % (host, free_mb), lambda: [
+        h for h in puma_list(cloud, 'hosts')
+        if h['name'] == host and h['free_mb'] <= free_mb],
+        6 * cloud_mod.REPORT_INTERVAL)
+
+
 def memory_server_pid(uuid):
     """The PID of the memory server of server UUID (its log names it)."""
     binary = os.path.basename(paths.memory_server())

@@ -47,12 +47,8 @@ def _show(cloud):
     print('server %s (flavor %s: 512 MiB, puma:split=allowed): ACTIVE on '
           'host a in %.0f s; its working set verified %d rounds'
           % (SERVER, cc.SPLIT_FLAVOR, time.monotonic() - t0, rounds))
-    cloud.model_free_memory('b', cc.MAIN_FREE_MB)
     try:
-        cc.wait_for('b\'s report of %d MiB free' % cc.MAIN_FREE_MB, lambda: [
-            h for h in cc.puma_list(cloud, 'hosts')
-            if h['name'] == 'b' and h['free_mb'] <= cc.MAIN_FREE_MB],
-            6 * cloud_mod.REPORT_INTERVAL)
+        cc.model_small(cloud, 'b')
         print('host b is modelled with %d MiB free; openstack server migrate '
               '--live-migration --host b %s ...' % (cc.MAIN_FREE_MB, SERVER))
         t0 = time.monotonic()

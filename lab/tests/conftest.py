@@ -126,15 +126,9 @@ def no_cloud():
 @pytest.fixture
 def small_b(cloud):
     """Host b modelled with MAIN_FREE_MB free, as puma-scheduler sees it."""
-    from puma_lab import cloud as cloud_mod
     from puma_lab import cloud_checks as cc
-    cloud.model_free_memory('b', cc.MAIN_FREE_MB)
     try:
-        # puma-scheduler plans with what b reported last.
-        cc.wait_for('b\'s report of %d MiB free' % cc.MAIN_FREE_MB, lambda: [
-            h for h in cc.puma_list(cloud, 'hosts')
-            if h['name'] == 'b' and h['free_mb'] <= cc.MAIN_FREE_MB],
-            6 * cloud_mod.REPORT_INTERVAL)
+        cc.model_small(cloud, 'b')
         yield 'b'
     finally:
         cloud.model_free_memory('b')

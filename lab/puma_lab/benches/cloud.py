@@ -37,13 +37,13 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 import uuid as uuid_mod
 import xml.etree.ElementTree as ET
 
+from puma_lab.benches.puma import spread
 from puma_lab import cloud as cloud_mod
 from puma_lab import cloud_checks as cc
 from puma_lab import errors
@@ -64,14 +64,6 @@ VIRSH_FLAGS = ((0x1, '--live'), (0x2, '--p2p'), (0x8, '--persistent'),
 
 def say(msg):
     print('[bench cloud] %s' % msg, file=sys.stderr, flush=True)
-
-
-def spread(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {'median': round(statistics.median(values), 3),
-            'min': min(values), 'max': max(values), 'runs': values}
 
 
 def probe(cloud, cmd, arg, timeout=MIGRATION_TIMEOUT + 60):
@@ -284,18 +276,10 @@ def api_split(cloud, uuid):
     return out, entries[-1]
 
 
-def small_b(cloud):
-    cloud.model_free_memory('b', cc.MAIN_FREE_MB)
-    cc.wait_for('b\'s report of %d MiB free' % cc.MAIN_FREE_MB, lambda: [
-        h for h in cc.puma_list(cloud, 'hosts')
-        if h['name'] == 'b' and h['free_mb'] <= cc.MAIN_FREE_MB],
-        6 * cloud_mod.REPORT_INTERVAL)
-
-
 def migrations(cloud, runs):
     """Alternating API and virsh splits of the same server."""
     uuid, domain, rounds = cc.split_server(cloud, SERVER)
-    small_b(cloud)
+    cc.model_small(cloud, 'b')
     copy = VirshCopy(cloud, uuid, domain)
     res = {'api_s': [], 'api_cli_s': [], 'api_libvirt_ms': [],
            'virsh_s': [], 'virsh_libvirt_ms': []}
