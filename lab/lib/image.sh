@@ -117,6 +117,8 @@ install_image()
 		"$PUMA_TOP/lab/guest/tlbstorm.c" || die "cannot build tlbstorm"
 	gcc -O2 -Wall -static -o "$stage/usr/local/bin/hcprobe" \
 		"$PUMA_TOP/lab/guest/hcprobe.c" || die "cannot build hcprobe"
+	gcc -O2 -Wall -static -pthread -o "$stage/usr/local/bin/mmiorace" \
+		"$PUMA_TOP/lab/guest/mmiorace.c" || die "cannot build mmiorace"
 	gcc -O2 -Wall -static -pthread -o "$stage/usr/local/bin/fstorture" \
 		"$PUMA_TOP/lab/guest/fstorture.c" || die "cannot build fstorture"
 	echo puma-guest >"$stage/etc/hostname"
