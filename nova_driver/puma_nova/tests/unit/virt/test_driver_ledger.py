@@ -48,6 +48,7 @@ def _driver(host, sched, computes, fetch=None, max_age=0):
     drv._puma_local = threading.local()
     drv._puma_shoot4u = False
     ctxt = nova_context.get_admin_context()
+    drv._puma_reserved = ledger.ReservedKeeper()
     drv._puma_ledger = ledger.LedgerCache(
         fetch or (lambda h: sched.get_ledger(ctxt, h)), max_age)
     return drv
