@@ -92,12 +92,16 @@ class SplitPlacementTest(base.PumaServersTestBase):
     def test_stale_ledger_cache_does_not_reset_the_plan(self):
         base_sub = self._memory_inventory('sub')
         server = self._boot(self._split_flavor())
-        # sub read the ledger before the plan and keeps that read.
-        self.sub.driver._puma_ledger._max_age = 3600
-        self.sub.driver._puma_ledger.refresh('sub')
         self._plan_on_dest(server)
         self.assertEqual(base_sub['reserved'] + 2 * GIB,
                          self._reserved('sub'))
+        # sub's last ledger read is from before the plan (a read the
+        # plan overtook), and it keeps it for an hour.
+        cache = self.sub.driver._puma_ledger
+        cache._max_age = 3600
+        with mock.patch.object(cache, '_fetch', return_value=[]):
+            cache.invalidate()
+            self.assertEqual([], cache.refresh('sub'))
 
         # Nova's report client reads placement again, then sub updates
         # its provider with the ledger read before the plan.
