@@ -572,6 +572,7 @@ class TestPlacementLending(base.TestCase):
 
     def test_expired_plan_gives_back(self):
         self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.assertEqual({'near': 4096}, self.placement.lent())
         base.age_ledger(601)
         self.rpc.service.run_periodic_tasks(self.ctxt)
         self.assertEqual({}, self.placement.lent())
@@ -579,6 +580,7 @@ class TestPlacementLending(base.TestCase):
     def test_release_entry_gives_back(self):
         self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
         entry, = db_api.ledger_list(self.ctxt)
+        self.assertEqual({'near': 4096}, self.placement.lent())
         self.api.release_entry(self.ctxt, entry['id'])
         self.assertEqual({}, self.placement.lent())
 
@@ -597,3 +599,4 @@ class TestPlacementLending(base.TestCase):
                                side_effect=RuntimeError('away')):
             self.api.release_split(self.ctxt, 'i1')
         self.assertEqual([('i1', 'released')], self._states())
+        self.assertEqual({'near': 4096}, self.placement.lent())
