@@ -613,6 +613,10 @@ class Cloud:
                          'auth_strategy': 'keystone'},
             'keystone_authtoken': self.authtoken('puma'),
             'nova': nova,
+            # puma-scheduler writes what a split lends to the sub host's
+            # reserved in placement when it plans (the service user has
+            # the admin role).
+            'placement': nova,
         })
         env = dict(NOVA_ENV, PYTHONPATH=site)
         py = venv('bin', 'python')

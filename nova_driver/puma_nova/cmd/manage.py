@@ -34,6 +34,7 @@ from puma_nova.db import api as db_api  # noqa: E402
 from puma_nova.db import migration  # noqa: E402
 from puma_nova import rpc  # noqa: E402
 from puma_nova.scheduler import manager  # noqa: E402
+from puma_nova.scheduler import placement  # noqa: E402
 
 CONF = cfg.CONF
 
@@ -65,12 +66,14 @@ def _ledger_list_stale():
 def _ledger_expire():
     # The scheduler's own release (a conditional UPDATE per entry, so a
     # migration that starts meanwhile keeps its split); memory servers
-    # are stopped over [DEFAULT] transport_url.
+    # are stopped over [DEFAULT] transport_url, and what they lent is
+    # given back in placement ([placement]).
     compute = compute_rpcapi.ComputeAPI(
         rpc.get_transport(CONF), timeout=CONF.puma_scheduler.rpc_timeout)
     try:
-        released = manager.SchedulerManager(compute).expire_plans(
-            context.get_admin_context())
+        released = manager.SchedulerManager(
+            compute, placement=placement.from_conf()).expire_plans(
+                context.get_admin_context())
     finally:
         rpc.cleanup()
     _print_entries(released)

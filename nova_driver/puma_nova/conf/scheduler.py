@@ -68,6 +68,17 @@ scheduler_opts = [
                     'failed splits left unreleased that long.  It must '
                     'exceed the longest time from a plan to the start of '
                     'its migration.'),
+    cfg.BoolOpt('placement_lending', default=True,
+                help='Write what a split migration lends to its sub '
+                     'host\'s MEMORY_MB reserved in placement when the '
+                     'split is planned, and give it back when the split '
+                     'is released (generation-checked, with the '
+                     '[placement] credentials), so that Nova never places '
+                     'an instance on memory a memory server is about to '
+                     'fill.  A sub host placement has no room on makes '
+                     'the plan fail.  Turned off, only the sub host\'s '
+                     'nova-compute applies the ledger, at its next '
+                     'periodic update.'),
 ]
 
 api_group = cfg.OptGroup(
@@ -99,6 +110,12 @@ api_opts = [
                help='Most items one list request returns.'),
 ]
 
+# Credentials puma-scheduler uses to write to placement.
+placement_group = cfg.OptGroup(
+    'placement', title='Placement client of puma-scheduler',
+    help='Session, auth and adapter options (keystoneauth1) of the '
+         'placement service, as in Nova\'s own [placement] group.')
+
 # Credentials puma-api uses to ask Nova for live migrations.
 nova_group = cfg.OptGroup('nova', title='Nova client for puma-api')
 nova_opts = [
@@ -106,6 +123,23 @@ nova_opts = [
     cfg.StrOpt('endpoint_type', default='public',
                help='Interface of the Nova endpoint.'),
 ]
+
+
+def _register_placement_opts(conf):
+    if (placement_group.name in conf and
+            'service_type' in conf[placement_group.name]):
+        # Registered by Nova, whose options are the same keystoneauth1
+        # ones (a process that loads both, as the tests do).
+        return
+    conf.register_group(placement_group)
+    ks_loading.register_session_conf_options(conf, placement_group.name)
+    ks_loading.register_auth_conf_options(conf, placement_group.name)
+    ks_loading.register_adapter_conf_options(conf, placement_group.name,
+                                             include_deprecated=False)
+    conf.set_default('service_type', 'placement',
+                     group=placement_group.name)
+    conf.set_default('valid_interfaces', ['internal', 'public'],
+                     group=placement_group.name)
 
 
 def register_opts(conf):
@@ -117,6 +151,7 @@ def register_opts(conf):
     conf.register_opts(nova_opts, group=nova_group)
     ks_loading.register_session_conf_options(conf, nova_group.name)
     ks_loading.register_auth_conf_options(conf, nova_group.name)
+    _register_placement_opts(conf)
     db_options.set_defaults(conf, connection='sqlite:///puma.sqlite')
     # puma-api's CORS middleware reads [cors] (oslo.middleware).
     conf.register_opts(cors.CORS_OPTS, group='cors')
@@ -129,4 +164,8 @@ def list_opts():
         (nova_group, nova_opts +
          ks_loading.get_session_conf_options() +
          ks_loading.get_auth_common_conf_options()),
+        (placement_group,
+         ks_loading.get_session_conf_options() +
+         ks_loading.get_auth_common_conf_options() +
+         ks_loading.get_adapter_conf_options(include_deprecated=False)),
     ] + upgrade_levels.list_opts()

@@ -21,6 +21,12 @@ asks puma_nova.planning.lending for the pairs to keep, add and revoke,
 stores the result, then gives every host whose set of pairs changed its
 full new set (compute.rpcapi.ComputeAPI.apply_pairs).  A host that could not be
 reached is tried again next round.
+
+What a split lends is written to placement (scheduler.placement) by
+the same code that writes the ledger: the sub host's MEMORY_MB reserved
+grows when the split is planned, before the plan is recorded, and
+shrinks when an entry stops holding memory (released, failed, or given
+back after the server moved again).
 """
 
 from concurrent import futures
@@ -29,6 +35,7 @@ import secrets
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging as messaging
+from oslo_utils import excutils
 
 from puma_nova.db import api as db_api
 from puma_nova.db import models
@@ -37,6 +44,7 @@ from puma_nova.objects import host_report
 from puma_nova.planning import lending
 from puma_nova.planning import model
 from puma_nova.planning import split
+from puma_nova.scheduler import placement as placement_client
 from puma_nova.scheduler import schemas
 
 CONF = cfg.CONF
@@ -81,12 +89,15 @@ class SchedulerManager(object):
     """Endpoint of topic 'puma-scheduler' (see scheduler.rpcapi).
 
     :param compute_api: a puma_nova.compute.rpcapi.ComputeAPI.
+    :param placement: a scheduler.placement.PlacementLending, or None to
+        leave placement to the compute hosts' periodic updates.
     """
 
     target = messaging.Target(version='1.4')
 
-    def __init__(self, compute_api):
+    def __init__(self, compute_api, placement=None):
         self.compute = compute_api
+        self.placement = placement
         # One planner at a time, also across schedulers on one database.
         self._plan_lock = db_api.PlanGuard()
         # host -> the pair list it last accepted.
@@ -202,9 +213,18 @@ class SchedulerManager(object):
         if plan is None:
             return {'sub_host': None, 'main_limit_mb': memory_mb,
                     'remote_mb': 0}
-        db_api.ledger_create(ctxt, instance_uuid, project_id, main_host,
-                             plan.sub_host, plan.remote_mb,
-                             plan.resident_limit_mb)
+        # Placement first: a sub host it has no room on leaves nothing
+        # behind (no entry, no memory server record).
+        self._lend(plan.sub_host, plan.remote_mb, instance_uuid)
+        try:
+            db_api.ledger_create(ctxt, instance_uuid, project_id, main_host,
+                                 plan.sub_host, plan.remote_mb,
+                                 plan.resident_limit_mb)
+        except Exception:
+            with excutils.save_and_reraise_exception():
+                self._give_back([{'instance_uuid': instance_uuid,
+                                  'sub_host': plan.sub_host,
+                                  'mb': plan.remote_mb}])
         db_api.memory_server_set(ctxt, instance_uuid,
                                  host=plan.sub_host,
                                  size_mb=plan.remote_mb,
@@ -217,6 +237,46 @@ class SchedulerManager(object):
         return {'sub_host': plan.sub_host,
                 'main_limit_mb': plan.resident_limit_mb,
                 'remote_mb': plan.remote_mb}
+
+    def _lend(self, sub_host, mb, instance_uuid):
+        """Reserve what a split lends on its sub host in placement.
+
+        :raises PlanError: placement has no room on the sub host, or
+            cannot be written.
+        """
+        if self.placement is None:
+            return
+        try:
+            self.placement.lend(sub_host, mb)
+        except placement_client.PlacementError as e:
+            raise split.PlanError(
+                'cannot reserve %d MiB of sub host %s in placement for the '
+                'split of %s: %s' % (mb, sub_host, instance_uuid, e))
+
+    def _give_back(self, entries):
+        """Give back in placement what ENTRIES lent on their sub hosts.
+
+        A failure is logged: the sub host's nova-compute puts placement
+        right from the ledger at its periodic update
+        (virt.ledger.ReservedKeeper).
+        """
+        if self.placement is None:
+            return
+        for e in entries:
+            try:
+                self.placement.give_back(e['sub_host'], e['mb'])
+            except Exception as err:
+                LOG.error('Could not give back the %(mb)d MiB the split of '
+                          '%(vm)s reserved on %(host)s in placement; its '
+                          'nova-compute corrects it: %(err)s',
+                          {'mb': e['mb'], 'vm': e['instance_uuid'],
+                           'host': e['sub_host'], 'err': err})
+
+    @staticmethod
+    def _holding(ctxt, instance_uuid):
+        """{id: entry} of the server's entries that hold memory."""
+        return {e['id']: e for e in db_api.ledger_list(
+            ctxt, instance_uuid=instance_uuid, active_only=True)}
 
     def get_ledger(self, ctxt, host):
         return [_ledger_view(e) for e in
@@ -300,17 +360,19 @@ class SchedulerManager(object):
 
     def _release_locked(self, ctxt, instance_uuid, main_host=None,
                         entry_id=None, states=None):
+        holding = self._holding(ctxt, instance_uuid)
         count = db_api.ledger_release(ctxt, instance_uuid,
                                       main_host=main_host, entry_id=entry_id,
                                       states=states)
+        kept = self._holding(ctxt, instance_uuid)
+        self._give_back([e for i, e in holding.items() if i not in kept])
         if count:
             LOG.info('Released split migration of %(vm)s (main host '
                      '%(main)s)', {'vm': instance_uuid,
                                    'main': main_host or 'any'})
         # One memory server record per server: it follows the split
         # that still holds memory, if any.
-        kept = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
-                                  active_only=True)
+        kept = list(kept.values())
         if not any(ms['instance_uuid'] == instance_uuid
                    for ms in db_api.memory_server_list(ctxt)):
             return count
@@ -334,11 +396,17 @@ class SchedulerManager(object):
                 'split_state accepts running, done or failed, not %r' %
                 (state,))
         with self._plan_lock:
+            holding = self._holding(ctxt, instance_uuid)
             entry = db_api.ledger_set_state(ctxt, instance_uuid, state)
             if state == models.DONE:
                 # The server left the hosts of its previous split.
                 db_api.ledger_release(ctxt, instance_uuid,
                                       before_id=entry['id'])
+            # A failed split and the previous split of a server that is
+            # done moving hold no memory any more.
+            kept = self._holding(ctxt, instance_uuid)
+            self._give_back([e for i, e in holding.items()
+                             if i not in kept])
             if state == models.RUNNING:
                 db_api.memory_server_set(ctxt, instance_uuid,
                                          host=entry['sub_host'],

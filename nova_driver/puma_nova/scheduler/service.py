@@ -26,6 +26,7 @@ from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova import context
 from puma_nova import rpc
 from puma_nova.scheduler import manager
+from puma_nova.scheduler import placement
 
 CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
@@ -35,8 +36,10 @@ class SchedulerService(object):
 
     def __init__(self, transport=None):
         self.transport = transport or rpc.get_transport(CONF)
-        self.manager = manager.SchedulerManager(compute_rpcapi.ComputeAPI(
-            self.transport, timeout=CONF.puma_scheduler.rpc_timeout))
+        self.manager = manager.SchedulerManager(
+            compute_rpcapi.ComputeAPI(
+                self.transport, timeout=CONF.puma_scheduler.rpc_timeout),
+            placement=placement.from_conf())
         self.server = rpc.get_server(self.transport, rpc.SCHEDULER_TOPIC,
                                      CONF.puma_scheduler.host,
                                      [self.manager])

@@ -38,6 +38,7 @@ from nova import objects
 from nova import rpc as nova_rpc
 from nova.virt.libvirt import driver as libvirt_driver
 from nova.virt.libvirt import guest as libvirt_guest
+import os_resource_classes as orc
 from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import excutils
@@ -74,6 +75,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._puma_compute_api = None
         self._puma_ledger = ledger.LedgerCache(
             self._puma_fetch_ledger, CONF.puma.ledger_cache_seconds)
+        self._puma_reserved = ledger.ReservedKeeper()
         # Split plans this host made as a destination, by instance uuid.
         self._puma_plans = {}
         self._puma_plans_lock = threading.Lock()
@@ -246,14 +248,26 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):
+        # What placement has, as Nova's report client last read it.
+        current = provider_tree.data(nodename).inventory.get(
+            orc.MEMORY_MB, {}).get('reserved')
         super().update_provider_tree(provider_tree, nodename,
                                      allocations=allocations)
         # Runs under the resource tracker's lock: the last ledger read,
         # no RPC (see get_available_resource).
+        serial = self._puma_ledger.serial
         entries = self._puma_ledger.get(self._puma_host)
         borrowed, lent = ledger.totals(entries, self._puma_host)
         inventory = provider_tree.data(nodename).inventory
         applied = ledger.apply(inventory, borrowed, lent)
+        memory = applied.get(orc.MEMORY_MB)
+        if memory is not None:
+            # The Puma scheduler writes the lent part when it plans and
+            # releases: never undo it with an older ledger read.
+            memory['reserved'] = min(memory['total'],
+                                     self._puma_reserved.reserved(
+                                         current, memory['reserved'],
+                                         serial))
         if applied != inventory:
             LOG.debug('Puma ledger on %s: %d MiB borrowed, %d MiB lent',
                       nodename, borrowed, lent)

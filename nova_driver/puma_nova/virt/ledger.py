@@ -17,6 +17,13 @@ host. The ledger, kept by the Puma scheduler, says how much memory each
 split instance borrows from its sub host; here it becomes inventory:
 the main host's MEMORY_MB total and max_unit grow by what it borrows,
 the sub host's MEMORY_MB reserved grows by what it lends.
+
+The Puma scheduler writes the sub host's part to placement itself when
+it plans a split and when it releases one (puma_nova.scheduler
+.placement). The periodic update then only confirms it: ReservedKeeper
+keeps what placement has while this host's ledger read disagrees with
+it, since that read, or the provider tree Nova's report client cached,
+may be older than the scheduler's write.
 """
 
 import threading
@@ -90,6 +97,14 @@ class LedgerCache(object):
         # Bumped by invalidate(): a read that started before an event is
         # stored but does not count as fresh.
         self._generation = 0
+        # Bumped by every successful read.
+        self._serial = 0
+
+    @property
+    def serial(self):
+        """Which read get() returns: it changes with every new read."""
+        with self._lock:
+            return self._serial
 
     def invalidate(self):
         with self._lock:
@@ -126,6 +141,56 @@ class LedgerCache(object):
                     return list(self._entries or [])
             with self._lock:
                 self._entries = list(entries or [])
+                self._serial += 1
                 if generation == self._generation:
                     self._read_at = now
                 return list(self._entries)
+
+
+class ReservedKeeper(object):
+    """The MEMORY_MB reserved this host reports to placement.
+
+    The Puma scheduler changes the sub host's reserved in placement when
+    it plans or releases a split (generation-checked), before this host
+    reads the new ledger. So when the reserved placement has, as Nova's
+    report client last saw it (``current``), differs from the one the
+    ledger read last gives (``expected``), either may be the older one:
+    the reserved placement has is kept, so that a stale ledger read
+    never undoes a plan or a release. The ledger's is written only when
+    two different ledger reads, at two periodic updates, disagree with
+    placement in the same way: the scheduler could not write placement
+    (it was unreachable when a split was released), or the host's
+    ``reserved_host_memory_mb`` changed.
+    """
+
+    def __init__(self):
+        # (current, expected, ledger read serial) of the first update
+        # that saw this disagreement.
+        self._doubt = None
+
+    def reserved(self, current, expected, serial):
+        """The reserved to report.
+
+        :param current: MEMORY_MB reserved in the provider tree before
+            this update (placement's, as last read), None if none yet
+        :param expected: the reserved the last ledger read gives
+        :param serial: LedgerCache.serial of that read
+        """
+        if current is None or current == expected:
+            self._doubt = None
+            return expected
+        doubt = self._doubt
+        if doubt is None or doubt[:2] != (current, expected):
+            self._doubt = (current, expected, serial)
+            LOG.debug('Puma: placement has MEMORY_MB reserved %d MiB, the '
+                      'ledger read last gives %d MiB; keeping placement\'s '
+                      'until a new read confirms the ledger\'s',
+                      current, expected)
+            return current
+        if doubt[2] == serial:
+            return current
+        self._doubt = None
+        LOG.info('Puma: placement keeps MEMORY_MB reserved %d MiB, two '
+                 'ledger reads give %d MiB; writing the ledger\'s',
+                 current, expected)
+        return expected

@@ -19,7 +19,9 @@ supersede, get_ledger, release_split with main_host, split_state; not
 release_entry) with an in-memory ledger
 and a fixed choice of sub hosts, so that the functional tests can drive
 the compute driver through real oslo.messaging calls on Nova's fake
-transport.
+transport. Given the real placement client (scheduler.placement), it
+writes what a split lends to placement as the service does: when it
+plans, and when an entry stops holding memory.
 """
 
 import threading
@@ -38,7 +40,7 @@ class SchedulerDouble(object):
 
     target = messaging.Target(version='1.4')
 
-    def __init__(self, sub_hosts, main_limits):
+    def __init__(self, sub_hosts, main_limits, placement=None):
         """A double that splits onto sub_hosts with fixed limits.
 
         Like the real service it keeps every split of a server (a server
@@ -49,7 +51,9 @@ class SchedulerDouble(object):
 
         :param sub_hosts: hosts to use as sub hosts, in order
         :param main_limits: {main host: resident limit in MiB}
+        :param placement: a scheduler.placement.PlacementLending
         """
+        self.placement = placement
         self.sub_hosts = list(sub_hosts)
         self.main_limits = dict(main_limits)
         # Unreleased entries, oldest first.
@@ -111,18 +115,41 @@ class SchedulerDouble(object):
                 self.calls.append(('superseded', instance_uuid,
                                    e['main_host']))
                 self.entries.remove(e)
+                if self.placement is not None:
+                    self.placement.give_back(e['sub_host'], e['mb'])
                 superseded.append(e)
             subs = [h for h in self.sub_hosts
                     if h != main_host and h not in busy]
             limit = self.main_limits.get(main_host, 0)
             if not subs or limit <= 0 or limit >= memory_mb:
                 raise PlanError('no sub host for %s' % instance_uuid)
+            if self.placement is not None:
+                try:
+                    self.placement.lend(subs[0], memory_mb - limit)
+                except Exception as e:
+                    raise PlanError('cannot reserve %d MiB of sub host %s '
+                                    'in placement: %s'
+                                    % (memory_mb - limit, subs[0], e))
             entry = {'instance_uuid': instance_uuid, 'main_host': main_host,
                      'sub_host': subs[0], 'mb': memory_mb - limit,
                      'state': 'planned'}
             self.entries.append(entry)
             return {'sub_host': subs[0], 'main_limit_mb': limit,
                     'remote_mb': memory_mb - limit}
+
+    def _give_back(self, before):
+        """Give back what the entries of BEFORE no longer holding lent."""
+        if self.placement is None:
+            return
+        holding = [id(e) for e in self.entries
+                   if e['state'] in ('planned', 'running', 'done')]
+        for e in before:
+            if id(e) not in holding:
+                self.placement.give_back(e['sub_host'], e['mb'])
+
+    def _holding(self):
+        return [e for e in self.entries
+                if e['state'] in ('planned', 'running', 'done')]
 
     def get_ledger(self, ctxt, host):
         with self._lock:
@@ -133,10 +160,12 @@ class SchedulerDouble(object):
     def release_split(self, ctxt, instance_uuid, main_host=None):
         with self._lock:
             self.calls.append(('release_split', instance_uuid, main_host))
+            before = self._holding()
             self.entries = [
                 e for e in self.entries
                 if e['instance_uuid'] != instance_uuid or
                 main_host not in (None, e['main_host'])]
+            self._give_back(before)
 
     def split_state(self, ctxt, instance_uuid, state):
         with self._lock:
@@ -144,11 +173,13 @@ class SchedulerDouble(object):
             mine = self._of(instance_uuid)
             if not mine:
                 return
+            before = self._holding()
             mine[-1]['state'] = state
             if state == 'done':
                 older = [id(e) for e in mine[:-1]]
                 self.entries = [e for e in self.entries
                                 if id(e) not in older]
+            self._give_back(before)
 
 
 def serve(endpoint):

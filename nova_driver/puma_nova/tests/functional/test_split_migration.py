@@ -27,6 +27,8 @@ import threading
 import time
 
 import fixtures
+from keystoneauth1 import adapter as ka
+from keystoneauth1 import session as ks
 from lxml import etree
 from nova.cmd import manage
 from nova.conductor.tasks import live_migrate
@@ -45,6 +47,7 @@ from puma_nova.compute import lending
 from puma_nova.compute import memory_server
 from puma_nova.compute import rpcapi
 from puma_nova.conf import compute as puma_conf
+from puma_nova.scheduler import placement
 from puma_nova.tests.functional import scheduler_double
 from puma_nova.virt import lending_vif
 from puma_nova.virt import split
@@ -101,8 +104,15 @@ class PumaServersTestBase(base.LibvirtMigrationMixin,
             'nova.virt.libvirt.host.Host.get_memory_mb_used',
             lambda host_obj: self._used_mb(host_obj)))
 
+        # The scheduler double writes what it lends to placement with
+        # the service's client, as puma-scheduler does.
+        self.lending = placement.PlacementLending(adapter=ka.Adapter(
+            ks.Session(auth=None), service_type='placement',
+            endpoint_override=self.placement.fixture.endpoint,
+            additional_headers={'x-auth-token': 'admin'}))
         self.sched = scheduler_double.SchedulerDouble(
-            sub_hosts=['sub'], main_limits={'dest': 2 * GIB})
+            sub_hosts=['sub'], main_limits={'dest': 2 * GIB},
+            placement=self.lending)
         self.sched_server = scheduler_double.serve(self.sched)
         self.addCleanup(self._stop_scheduler)
 

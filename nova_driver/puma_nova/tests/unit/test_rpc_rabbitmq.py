@@ -138,6 +138,7 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
             self.transport, timeout=60)
         drv._puma_compute_api = compute_rpcapi.ComputeAPI(self.transport,
                                                           timeout=60)
+        drv._puma_reserved = ledger.ReservedKeeper()
         drv._puma_ledger = ledger.LedgerCache(drv._puma_fetch_ledger, 0)
         drv._puma_lending = lending.LendingChannel('br-puma', 'puma',
                                                    enabled=False)

@@ -27,6 +27,7 @@ from puma_nova.db import migration
 from puma_nova.db import models
 from puma_nova import policy
 from puma_nova import rpc
+from puma_nova.scheduler import placement
 from puma_nova.scheduler import rpcapi
 from puma_nova.scheduler import service
 from puma_nova.tests import mariadb
@@ -75,6 +76,36 @@ class PolicyFixture(fixtures.Fixture):
         self.addCleanup(policy.reset)
 
 
+class FakePlacement(object):
+    """What the scheduler lends in placement, per sub host.
+
+    ``room`` caps what a host may have reserved (None: no cap).
+    """
+
+    def __init__(self):
+        self.reserved = {}
+        self.room = {}
+        self.calls = []
+
+    def lend(self, host, mb):
+        self.calls.append(('lend', host, mb))
+        new = self.reserved.get(host, 0) + mb
+        room = self.room.get(host)
+        if room is not None and new > room:
+            raise placement.NoRoom('host %s cannot lend %d MiB' % (host, mb))
+        self.reserved[host] = new
+        return new
+
+    def give_back(self, host, mb):
+        self.calls.append(('give_back', host, mb))
+        self.reserved[host] = max(0, self.reserved.get(host, 0) - mb)
+        return self.reserved[host]
+
+    def lent(self):
+        """{host: MiB} of the hosts that lend something."""
+        return {h: mb for h, mb in self.reserved.items() if mb}
+
+
 class TestCase(testtools.TestCase):
 
     # MariaDBDatabaseFixture in the tests that run on MariaDB too.
@@ -85,6 +116,11 @@ class TestCase(testtools.TestCase):
         self.conf = self.useFixture(config_fixture.Config(CONF))
         self.db = self.useFixture(self.DATABASE())
         self.ctxt = context.get_admin_context()
+        # The services' placement client (scheduler.placement).
+        self.placement = FakePlacement()
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.scheduler.placement.from_conf',
+            lambda: self.placement))
 
     def flags(self, group=None, **kw):
         self.conf.config(group=group, **kw)

@@ -62,6 +62,9 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
                     '[puma_scheduler]\nhost = sched-test\n'
                     'planning_interval = 1\nrpc_timeout = 10\n'
                     'miss_rate_threshold = 0.1\n'
+                    # No placement service here (test_placement,
+                    # the functional tests).
+                    'placement_lending = false\n'
                     '[puma_api]\nauth_strategy = noauth\nport = %d\n'
                     % (self.rabbit.url, tmp, rabbitmq.free_port_block(1)))
         subprocess.run([_script('puma-manage'), '--config-file',

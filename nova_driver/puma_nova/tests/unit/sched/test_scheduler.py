@@ -478,3 +478,125 @@ class TestStalePlans(base.TestCase):
         old = rpcapi.SchedulerAPI(self.rpc.transport, version_cap='1.1')
         self.assertRaises(exception.SchedulerTooOld, old.release_entry,
                           self.ctxt, second['id'])
+
+
+class TestPlacementLending(base.TestCase):
+    """What a split lends is in placement from its plan to its release."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(group='puma_scheduler', planning_interval=3600,
+                   plan_ttl=600, reserve_mb=512,
+                   host_racks={'m': 'r1', 'near': 'r1'})
+        self.rpc = self.useFixture(base.RPCFixture(['m', 'near', 'far']))
+        self.api = self.rpc.api
+        self.api.report_host(self.ctxt, 'src', base.stats(
+            1000, [base.vm('i1', memory_mb=8192)]))
+        self.api.report_host(self.ctxt, 'm', base.stats(4608))
+        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
+        self.api.report_host(self.ctxt, 'near', base.stats(6000))
+        self.api.report_host(self.ctxt, 'far', base.stats(30000))
+
+    def _states(self):
+        return [(e['instance_uuid'], e['state'])
+                for e in db_api.ledger_list(self.ctxt)]
+
+    def test_plan_lends_once(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.assertEqual({'near': 4096}, self.placement.lent())
+        # The destination asks again for the plan puma-api made.
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.assertEqual([('lend', 'near', 4096)], self.placement.calls)
+
+    def test_fits_whole_lends_nothing(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'far', 'p1')
+        self.assertEqual([], self.placement.calls)
+
+    def test_sub_host_without_room_fails_the_plan(self):
+        self.placement.room['near'] = 4095
+        name, msg = base.rpc_error(self, self.api.plan_split, self.ctxt,
+                                   'i1', 8192, 'm', 'p1')
+        self.assertEqual('PlanError', name)
+        self.assertIn('cannot reserve 4096 MiB of sub host near in '
+                      'placement for the split of i1', msg)
+        self.assertIn('host near cannot lend 4096 MiB', msg)
+        # Nothing left behind.
+        self.assertEqual([], db_api.ledger_list(self.ctxt))
+        self.assertEqual([], db_api.memory_server_list(self.ctxt))
+        self.assertEqual({}, db_api.ledger_commitments(self.ctxt))
+        self.assertEqual({}, self.placement.lent())
+
+    def test_ledger_write_failure_gives_back(self):
+        with mock.patch.object(db_api, 'ledger_create',
+                               side_effect=RuntimeError('db away')):
+            name, _msg = base.rpc_error(self, self.api.plan_split,
+                                        self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.assertEqual('RuntimeError', name)
+        self.assertEqual({}, self.placement.lent())
+        self.assertEqual([], db_api.ledger_list(self.ctxt))
+
+    def test_release_gives_back_once(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.assertEqual({'near': 4096}, self.placement.lent())
+        self.api.release_split(self.ctxt, 'i1', main_host='m')
+        self.assertEqual({}, self.placement.lent())
+        self.api.release_split(self.ctxt, 'i1', main_host='m')
+        self.assertEqual(1, self.placement.calls.count(
+            ('give_back', 'near', 4096)))
+
+    def test_failed_split_gives_back_when_it_fails(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'failed')
+        # A failed entry holds nothing, in the ledger and in placement.
+        self.assertEqual({}, self.placement.lent())
+        self.api.release_split(self.ctxt, 'i1', main_host='m')
+        self.assertEqual(1, self.placement.calls.count(
+            ('give_back', 'near', 4096)))
+
+    def test_done_second_move_gives_back_the_first_split(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.api.report_host(self.ctxt, 'src', base.stats(9000))
+        second = self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1')
+        self.assertEqual('far', second['sub_host'])
+        self.assertEqual({'near': 4096, 'far': 4096},
+                         self.placement.lent())
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.assertEqual({'near': 4096, 'far': 4096},
+                         self.placement.lent())
+        self.api.split_state(self.ctxt, 'i1', 'done')
+        self.assertEqual({'far': 4096}, self.placement.lent())
+
+    def test_expired_plan_gives_back(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.assertEqual({'near': 4096}, self.placement.lent())
+        base.age_ledger(601)
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual({}, self.placement.lent())
+
+    def test_release_entry_gives_back(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        entry, = db_api.ledger_list(self.ctxt)
+        self.assertEqual({'near': 4096}, self.placement.lent())
+        self.api.release_entry(self.ctxt, entry['id'])
+        self.assertEqual({}, self.placement.lent())
+
+    def test_superseded_plan_gives_back(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm2', 'p1',
+                            supersede=True)
+        self.assertEqual([('lend', 'near', 4096),
+                          ('give_back', 'near', 4096),
+                          ('lend', 'far', 4096)], self.placement.calls)
+        self.assertEqual({'far': 4096}, self.placement.lent())
+
+    def test_give_back_failure_still_releases(self):
+        self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
+        with mock.patch.object(self.placement, 'give_back',
+                               side_effect=RuntimeError('away')):
+            self.api.release_split(self.ctxt, 'i1')
+        self.assertEqual([('i1', 'released')], self._states())
+        self.assertEqual({'near': 4096}, self.placement.lent())

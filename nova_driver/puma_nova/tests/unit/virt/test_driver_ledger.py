@@ -48,6 +48,7 @@ def _driver(host, sched, computes, fetch=None, max_age=0):
     drv._puma_local = threading.local()
     drv._puma_shoot4u = False
     ctxt = nova_context.get_admin_context()
+    drv._puma_reserved = ledger.ReservedKeeper()
     drv._puma_ledger = ledger.LedgerCache(
         fetch or (lambda h: sched.get_ledger(ctxt, h)), max_age)
     return drv
@@ -101,6 +102,65 @@ class ProviderTreeNoRPCTest(test.NoDBTestCase):
         self.drv.get_available_resource('h')
         self.assertEqual(8 * GIB, self._update()['total'])
         self.assertEqual([False, False], self.fetches)
+
+
+class ProviderTreeReservedTest(test.NoDBTestCase):
+    """The sub host's reserved: what puma-scheduler wrote stays."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'update_provider_tree', self._libvirt_update))
+        self.useFixture(fixtures.MonkeyPatch(
+            LIBVIRT + 'get_available_resource', lambda drv, node: {}))
+        self.entries = []
+        self.drv = _driver('s', None, None,
+                           fetch=lambda h: list(self.entries))
+        self.tree = provider_tree.ProviderTree()
+        self.tree.new_root('s', uuids.rp)
+
+    @staticmethod
+    def _libvirt_update(drv, tree, nodename, allocations=None):
+        # Nova's libvirt driver: reserved_host_memory_mb, here 512.
+        tree.update_inventory(nodename, {orc.MEMORY_MB: {
+            'total': 8 * GIB, 'max_unit': 8 * GIB, 'reserved': 512,
+            'min_unit': 1, 'step_size': 1, 'allocation_ratio': 1.0}})
+
+    def _placement_has(self, reserved):
+        """What Nova's report client read from placement."""
+        inv = {orc.MEMORY_MB: {
+            'total': 8 * GIB, 'max_unit': 8 * GIB, 'reserved': reserved,
+            'min_unit': 1, 'step_size': 1, 'allocation_ratio': 1.0}}
+        self.tree.update_inventory('s', inv)
+
+    def _periodic(self):
+        self.drv.get_available_resource('s')
+        self.drv.update_provider_tree(self.tree, 's')
+        return self.tree.data('s').inventory[orc.MEMORY_MB]['reserved']
+
+    def test_first_update_applies_the_ledger(self):
+        self.entries = [{'instance_uuid': 'a', 'main_host': 'm',
+                         'sub_host': 's', 'mb': GIB, 'state': 'done'}]
+        self.assertEqual(512 + GIB, self._periodic())
+
+    def test_plan_written_by_the_scheduler_is_kept(self):
+        self._periodic()
+        # The scheduler lent 1 GiB; a stale read (no entry) is used.
+        self._placement_has(512 + GIB)
+        self.drv._puma_ledger._max_age = 3600
+        self.assertEqual(512 + GIB, self._periodic())
+        self.assertEqual(512 + GIB, self._periodic())
+        # The read that has it agrees.
+        self.entries = [{'instance_uuid': 'a', 'main_host': 'm',
+                         'sub_host': 's', 'mb': GIB, 'state': 'planned'}]
+        self.drv._puma_ledger.invalidate()
+        self.assertEqual(512 + GIB, self._periodic())
+
+    def test_give_back_that_never_reached_placement_is_corrected(self):
+        self._placement_has(512 + GIB)
+        # Two reads without the entry, placement still has it.
+        self.assertEqual(512 + GIB, self._periodic())
+        self.assertEqual(512, self._periodic())
 
 
 class PlannedSplitTest(test.NoDBTestCase):

@@ -127,3 +127,66 @@ class LedgerCacheTest(testtools.TestCase):
         self.answers = [RuntimeError('timeout')]
         self.assertEqual([], self.cache.refresh('m'))
         self.assertEqual([], self.cache.get('m'))
+
+
+class ReservedKeeperTest(testtools.TestCase):
+    """The sub host keeps what puma-scheduler wrote to placement."""
+
+    def setUp(self):
+        super().setUp()
+        self.keeper = ledger.ReservedKeeper()
+
+    def test_new_provider_gets_the_ledgers(self):
+        self.assertEqual(2048, self.keeper.reserved(None, 2048, 1))
+
+    def test_agreement(self):
+        self.assertEqual(2048, self.keeper.reserved(2048, 2048, 1))
+        self.assertEqual(2048, self.keeper.reserved(2048, 2048, 2))
+
+    def test_ledger_read_older_than_the_plan_never_resets_it(self):
+        # The scheduler wrote 512 + 2048; the read before the plan says
+        # 512, and it is used at many updates until it is read again.
+        for _ in range(5):
+            self.assertEqual(2560, self.keeper.reserved(2560, 512, 7))
+
+    def test_ledger_read_newer_than_the_report_clients_cache(self):
+        # The plan's entry is read, the report client's provider tree
+        # still has what placement had before: nothing to write (no
+        # change), the next read agrees with placement.
+        self.assertEqual(512, self.keeper.reserved(512, 2560, 7))
+        self.assertEqual(2560, self.keeper.reserved(2560, 2560, 8))
+
+    def test_lasting_disagreement_is_corrected(self):
+        # The scheduler could not give 2048 MiB back (placement away):
+        # two reads agree with each other, not with placement.
+        self.assertEqual(2560, self.keeper.reserved(2560, 512, 7))
+        self.assertEqual(2560, self.keeper.reserved(2560, 512, 7))
+        self.assertEqual(512, self.keeper.reserved(2560, 512, 8))
+
+    def test_changing_disagreement_starts_over(self):
+        self.assertEqual(2560, self.keeper.reserved(2560, 512, 7))
+        # Placement changed meanwhile (another plan): a new doubt.
+        self.assertEqual(4608, self.keeper.reserved(4608, 512, 8))
+        self.assertEqual(512, self.keeper.reserved(4608, 512, 9))
+
+    def test_agreement_clears_the_doubt(self):
+        self.assertEqual(2560, self.keeper.reserved(2560, 512, 7))
+        self.assertEqual(2560, self.keeper.reserved(2560, 2560, 8))
+        self.assertEqual(2560, self.keeper.reserved(2560, 512, 9))
+
+
+class LedgerCacheSerialTest(testtools.TestCase):
+
+    def test_serial_counts_reads(self):
+        reads = []
+        cache = ledger.LedgerCache(lambda h: reads.append(h) or [], 60)
+        self.assertEqual(0, cache.serial)
+        cache.refresh('h')
+        self.assertEqual(1, cache.serial)
+        # A fresh read is not read again.
+        cache.refresh('h')
+        self.assertEqual(1, cache.serial)
+        cache.invalidate()
+        cache.refresh('h')
+        self.assertEqual(2, cache.serial)
+        self.assertEqual(['h', 'h'], reads)

@@ -72,6 +72,7 @@ class ReleaseTest(test.NoDBTestCase):
         drv._puma_compute_api = self.computes
         drv._puma_plans = {}
         drv._puma_plans_lock = threading.Lock()
+        drv._puma_reserved = ledger.ReservedKeeper()
         drv._puma_ledger = ledger.LedgerCache(
             lambda h: self.sched.get_ledger(self.ctxt, h), 0)
         return drv
