@@ -130,6 +130,28 @@ class KernelHost(vm.Guest):
             return False
         return True
 
+    def lost_timer(self):
+        """The console line that says the kernel host lost a timer, or None.
+
+        RCU's "timer wakeup didn't happen" is a CPU whose armed timer
+        interrupt never came: the interrupt delivery TCG emulates lost it
+        (docs/lab.md, "Kernel hosts"), and the CPU stays stuck (the
+        bench of 2026-11-27: CPU 0, then soft lockups of CPU 1 waiting
+        for it).
+        """
+        try:
+            with open(self.console_log, errors='replace') as f:
+                for line in f:
+                    if "timer wakeup didn't happen" in line:
+                        return line.strip()
+        except FileNotFoundError:
+            pass
+        return None
+
+    def healthy(self):
+        """Whether the kernel host answers and lost no timer."""
+        return self.answers() and not self.lost_timer()
+
     def restart(self):
         """A new kernel host in place of one that ended or went silent.
 
@@ -398,6 +420,12 @@ class NestedGuest:
                             'L2 guest %s: its kernel host %s does not '
                             'answer while it boots' % (self.name,
                                                        self.host.name))
+                    lost = self.host.lost_timer()
+                    if lost:
+                        raise MachineFault(
+                            'L2 guest %s ended while it booted; its kernel '
+                            'host %s lost a timer interrupt: %s'
+                            % (self.name, self.host.name, lost))
                     raise errors.LabError(
                         'L2 guest %s exited:\n%s'
                         % (self.name, self.console()[-2000:]))
@@ -439,6 +467,9 @@ class NestedGuest:
             if not fault and not self.host.answers():
                 fault = ('its kernel host does not answer:\n%s'
                          % self.host._diagnose('agent silent'))
+            if not fault and self.host.lost_timer():
+                fault = ('its kernel host lost a timer interrupt: %s'
+                         % self.host.lost_timer())
             if fault:
                 raise MachineFault('L2 guest %s in %s: %s; %s'
                                    % (self.name, self.host.name, fault,

@@ -69,7 +69,7 @@ def machine():
 @pytest.fixture
 def host(machine):
     """The module's kernel host; a new one if an earlier test lost it."""
-    if not machine.answers():
+    if not machine.healthy():
         warnings.warn('the kernel host was lost before this test (see the '
                       'failed test before it): a new one')
         machine.restart()
@@ -223,7 +223,7 @@ def on_a_machine_that_holds(host, run, *args):
             warnings.warn('machine fault %d of at most %d, once more on a '
                           'new machine: %s'
                           % (attempt, MACHINE_ATTEMPTS - 1, e))
-            if not host.answers():
+            if not host.healthy():
                 host.restart()
 
 

@@ -32,9 +32,12 @@ class FailingAgent(agent.GuestAgent):
 class Host:
     name = 'kh'
 
-    def __init__(self, alive=True, answers=True):
+    def __init__(self, alive=True, answers=True, lost_timer=None,
+                 l2_runs=True):
         self._alive = alive
         self._answers = answers
+        self._lost_timer = lost_timer
+        self._l2_runs = l2_runs
 
     def alive(self):
         return self._alive
@@ -42,10 +45,15 @@ class Host:
     def answers(self):
         return self._alive and self._answers
 
+    def lost_timer(self):
+        return self._lost_timer
+
     def chroot(self, command, timeout=120, check=True):
         if not self.answers():
             raise errors.LabError('guest kh: agent guest-exec-status '
                                   'failed: timed out')
+        if command.startswith('kill -0') and not self._l2_runs:
+            return agent.ExecResult(1, '', 'No such process')
         return agent.ExecResult(0, '', '')
 
     def _diagnose(self, why):
@@ -53,10 +61,10 @@ class Host:
             'self-detected stall on CPU' % why
 
 
-def guest(tmp_path, console, host_alive=True, host_answers=True):
+def guest(tmp_path, console, host_alive=True, host_answers=True, **host):
     g = object.__new__(kernel_host.NestedGuest)
     g.name = 'l2'
-    g.host = Host(host_alive, host_answers)
+    g.host = Host(host_alive, host_answers, **host)
     g.agent = FailingAgent()
     g.console_path = str(tmp_path / 'l2.console.log')
     (tmp_path / 'l2.console.log').write_text(console)
@@ -199,3 +207,49 @@ def test_a_boot_that_panics_is_the_guests_fault(tmp_path):
 def test_a_booted_guest_is_no_fault(tmp_path):
     g = booting(tmp_path, BOOT)
     assert g.wait_booted(timeout=5) is g
+
+
+LOST_TIMER = ("[ 1143.875461] rcu: rcu_preempt kthread timer wakeup didn't "
+              "happen for 52527 jiffies! g299609 f0x2 RCU_GP_WAIT_FQS(5)")
+
+
+def test_a_guest_that_ends_in_a_kernel_host_that_lost_a_timer(
+        tmp_path, monkeypatch):
+    """The bench of 2026-11-27: CPU 0 of the kernel host lost its timer.
+
+    The L2 guest's QEMU ended while it booted and the kernel host's agent
+    still answered (from CPU 1): a machine fault, not the guest's exit.
+    """
+    monkeypatch.setattr(kernel_host, 'ALIVE_EVERY', 0)
+    g = booting(tmp_path, STALLED, lost_timer=LOST_TIMER, l2_runs=False)
+    with pytest.raises(kernel_host.MachineFault,
+                       match="lost a timer interrupt: .*timer wakeup"):
+        g.wait_booted(timeout=30)
+
+
+def test_a_guest_that_ends_in_a_sound_kernel_host_is_no_machine_fault(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_host, 'ALIVE_EVERY', 0)
+    g = booting(tmp_path, STALLED, l2_runs=False)
+    with pytest.raises(errors.LabError, match='exited') as e:
+        g.wait_booted(timeout=30)
+    assert not isinstance(e.value, kernel_host.MachineFault)
+
+
+def test_a_silent_agent_in_a_kernel_host_that_lost_a_timer(tmp_path):
+    g = guest(tmp_path, BOOT, lost_timer=LOST_TIMER)
+    with pytest.raises(kernel_host.MachineFault,
+                       match='lost a timer interrupt'):
+        g.run('tlbstorm -n 300')
+
+
+def test_lost_timer_reads_the_kernel_host_console(tmp_path):
+    kh = object.__new__(kernel_host.KernelHost)
+    kh.console_log = str(tmp_path / 'console.log')
+    assert kh.lost_timer() is None
+    (tmp_path / 'console.log').write_text(
+        '[ 1176.695581] watchdog: BUG: soft lockup - CPU#1 stuck for 44s!\n')
+    assert kh.lost_timer() is None
+    with open(kh.console_log, 'a') as f:
+        f.write(LOST_TIMER + '\n')
+    assert kh.lost_timer() == LOST_TIMER
