@@ -381,8 +381,10 @@ class TestPlanningRound(base.TestCase):
         self.assertIn('h1', self.manager._pushed)
 
 
-class TestStalePlans(base.TestCase):
-    """Plans whose migration never started, and their release."""
+class SplitHostsCase(base.TestCase):
+    """8 GiB servers on 'src'; main hosts m, m2; sub hosts near, far."""
+
+    SERVERS = ('i1', 'i2')
 
     def setUp(self):
         super().setUp()
@@ -392,8 +394,7 @@ class TestStalePlans(base.TestCase):
         self.rpc = self.useFixture(base.RPCFixture(['m', 'near', 'far']))
         self.api = self.rpc.api
         self.api.report_host(self.ctxt, 'src', base.stats(
-            1000, [base.vm('i1', memory_mb=8192),
-                   base.vm('i2', memory_mb=8192)]))
+            1000, [base.vm(u, memory_mb=8192) for u in self.SERVERS]))
         self.api.report_host(self.ctxt, 'm', base.stats(4608))
         self.api.report_host(self.ctxt, 'm2', base.stats(4608))
         self.api.report_host(self.ctxt, 'near', base.stats(6000))
@@ -402,6 +403,10 @@ class TestStalePlans(base.TestCase):
     def _states(self):
         return [(e['instance_uuid'], e['state'])
                 for e in db_api.ledger_list(self.ctxt)]
+
+
+class TestStalePlans(SplitHostsCase):
+    """Plans whose migration never started, and their release."""
 
     def test_plan_whose_migration_never_started_expires(self):
         # puma-api planned, then Nova failed the migration before the
@@ -480,26 +485,10 @@ class TestStalePlans(base.TestCase):
                           self.ctxt, second['id'])
 
 
-class TestPlacementLending(base.TestCase):
+class TestPlacementLending(SplitHostsCase):
     """What a split lends is in placement from its plan to its release."""
 
-    def setUp(self):
-        super().setUp()
-        self.flags(group='puma_scheduler', planning_interval=3600,
-                   plan_ttl=600, reserve_mb=512,
-                   host_racks={'m': 'r1', 'near': 'r1'})
-        self.rpc = self.useFixture(base.RPCFixture(['m', 'near', 'far']))
-        self.api = self.rpc.api
-        self.api.report_host(self.ctxt, 'src', base.stats(
-            1000, [base.vm('i1', memory_mb=8192)]))
-        self.api.report_host(self.ctxt, 'm', base.stats(4608))
-        self.api.report_host(self.ctxt, 'm2', base.stats(4608))
-        self.api.report_host(self.ctxt, 'near', base.stats(6000))
-        self.api.report_host(self.ctxt, 'far', base.stats(30000))
-
-    def _states(self):
-        return [(e['instance_uuid'], e['state'])
-                for e in db_api.ledger_list(self.ctxt)]
+    SERVERS = ('i1',)
 
     def test_plan_lends_once(self):
         self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
