@@ -50,9 +50,13 @@
 
 #include "shoot4u_compat.h"
 
-/* CPUID 0x40000001 EAX bit and hypercall number; see docs/shoot4u.md. */
-#define KVM_FEATURE_SHOOT4U	23
-#define KVM_HC_SHOOT4U		0x5334
+/*
+ * CPUID 0x40000001 EAX bit and hypercall number, from the KVM series
+ * (kvm-patches/); see docs/shoot4u.md.  Neither is in the uapi headers of
+ * the kernels this module builds against.
+ */
+#define KVM_FEATURE_SHOOT4U	18
+#define KVM_HC_SHOOT4U		13
 /* The hypercall's bitmap covers this many APIC IDs from its base. */
 #define S4U_BITMAP_BITS		64
 
@@ -77,22 +81,26 @@ MODULE_PARM_DESC(fault_skip_remote,
 		 "Test only: drop remote TLB flushes to prove the checkers see it (default: off)");
 
 /*
- * Fault injection for the lab's fallback test: every hypercall uses a
- * number no hypervisor defines, so the hypervisor refuses it (-KVM_ENOSYS)
- * and the flush must go out by IPI instead.
+ * Fault injection for the lab's fallback test: every hypercall sets a flag
+ * no hypervisor defines, so the hypervisor refuses it (-KVM_EINVAL) and
+ * the flush must go out by IPI instead.
  */
 static bool fault_hypercall_error;
 module_param(fault_hypercall_error, bool, 0444);
 MODULE_PARM_DESC(fault_hypercall_error,
 		 "Test only: make every hypercall fail to prove the IPI fallback (default: off)");
-#define S4U_HC_UNDEFINED	0x53ff
+#define S4U_FLAG_UNDEFINED	BIT(0)
 
-static long s4u_hypercall(unsigned long bitmap, u32 base,
-			  const struct s4u_flush_info *info)
+/*
+ * a2 holds flags (none defined) and a3 is reserved: both 0.  The
+ * hypervisor flushes the whole TLB of each target, so the range of the
+ * flush (in the flush_tlb_info) is not passed.
+ */
+static long s4u_hypercall(unsigned long bitmap, u32 base)
 {
-	return kvm_hypercall4(fault_hypercall_error ? S4U_HC_UNDEFINED :
-			      KVM_HC_SHOOT4U, bitmap, base, info->start,
-			      info->end);
+	return kvm_hypercall4(KVM_HC_SHOOT4U, bitmap, base,
+			      fault_hypercall_error ? S4U_FLAG_UNDEFINED : 0,
+			      0);
 }
 
 /*
@@ -102,8 +110,7 @@ static long s4u_hypercall(unsigned long bitmap, u32 base,
  * by IPI.  Caller has preemption disabled (as flush_tlb_multi()'s callers
  * do).
  */
-static bool s4u_flush_remote(const struct cpumask *mask,
-			     const struct s4u_flush_info *info, int self)
+static bool s4u_flush_remote(const struct cpumask *mask, int self)
 {
 	struct s4u_stats *st = this_cpu_ptr(&s4u_stats);
 	unsigned long bitmap = 0;
@@ -117,7 +124,7 @@ static bool s4u_flush_remote(const struct cpumask *mask,
 			continue;
 		apic = cpu_physical_id(cpu);
 		if (bitmap && (apic < base || apic >= base + S4U_BITMAP_BITS)) {
-			ret = s4u_hypercall(bitmap, base, info);
+			ret = s4u_hypercall(bitmap, base);
 			st->hypercalls++;
 			if (ret) {
 				st->hypercall_errors++;
@@ -131,7 +138,7 @@ static bool s4u_flush_remote(const struct cpumask *mask,
 		st->targets++;
 	}
 	if (bitmap) {
-		ret = s4u_hypercall(bitmap, base, info);
+		ret = s4u_hypercall(bitmap, base);
 		st->hypercalls++;
 		if (ret) {
 			st->hypercall_errors++;
@@ -156,7 +163,7 @@ static void notrace s4u_flush_tlb_multi(unsigned long ip,
 		this_cpu_inc(s4u_stats.ipi_freed_tables);
 		return;
 	}
-	if (!fault_skip_remote && !s4u_flush_remote(mask, info, self)) {
+	if (!fault_skip_remote && !s4u_flush_remote(mask, self)) {
 		/* Refused: native_flush_tlb_multi() flushes the whole mask. */
 		this_cpu_inc(s4u_stats.ipi_fallbacks);
 		return;
@@ -250,7 +257,7 @@ static int __init s4u_init(void)
 	}
 	if (fault_skip_remote)
 		pr_warn("fault injection: remote TLB flushes are DROPPED\n");
-	pr_info("remote TLB flushes go through hypercall 0x%x\n",
+	pr_info("remote TLB flushes go through hypercall %d\n",
 		KVM_HC_SHOOT4U);
 	return 0;
 

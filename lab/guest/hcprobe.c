@@ -20,7 +20,7 @@ static void on_sigill(int sig)
 
 static void probe(const char *name, int amd)
 {
-	long rax = 0x5334;	/* KVM_HC_SHOOT4U */
+	long rax = 13;	/* KVM_HC_SHOOT4U */
 
 	if (sigsetjmp(env, 1)) {
 		printf("%s=sigill", name);

@@ -281,14 +281,17 @@ configure_kvm()
 		return 1
 	mkdir -p "$prefix" && cp "$common"/arch/x86/kvm/*.ko "$prefix/" &&
 		echo "$rel" >"$prefix/release" || return 1
-	# KVM's selftest of PV features, with the Shoot4U row, for kernel hosts
-	# (built against the patched tree's UAPI headers).
+	# KVM's selftests of PV features (with the Shoot4U row) and of
+	# Shoot4U's arguments, for kernel hosts (built against the patched
+	# tree's UAPI headers).
 	make O="$PWD/puma-hdr" headers &&
 		make -C tools/testing/selftests/kvm OUTPUT="$PWD/puma-selftests" \
 			KHDR_INCLUDES="-isystem $PWD/puma-hdr/usr/include" \
-			-j"$(nproc)" "$PWD/puma-selftests/x86_64/kvm_pv_test" &&
+			-j"$(nproc)" "$PWD/puma-selftests/x86_64/kvm_pv_test" \
+			"$PWD/puma-selftests/x86_64/shoot4u_test" &&
 		mkdir -p "$prefix/selftests" &&
-		cp puma-selftests/x86_64/kvm_pv_test "$prefix/selftests/"
+		cp puma-selftests/x86_64/kvm_pv_test \
+			puma-selftests/x86_64/shoot4u_test "$prefix/selftests/"
 }
 
 # kernel_source_version NAME - the version of Debian's linux source that

@@ -144,10 +144,11 @@ def test_our_kvm_loads_into_the_stock_kernel(host):
     assert host.kvm_stat('shoot4u') == 0
 
 
-def test_kvm_selftest_pv_features(host):
-    """KVM's kvm_pv_test, built from the patched tree, on our KVM.
+def test_kvm_selftests_of_shoot4u(host):
+    """KVM's kvm_pv_test and shoot4u_test, built from the patched tree.
 
-    Its Shoot4U row: without the feature bit the hypercall is refused.
+    kvm_pv_test's Shoot4U row: without the feature bit the hypercall is
+    refused.  shoot4u_test: with it, what the ABI accepts and refuses.
     """
     if not host.kvm_patched:
         host.load_kvm(patched=True)
@@ -156,7 +157,13 @@ def test_kvm_selftest_pv_features(host):
     p = host.chroot(test, timeout=600, check=False)
     out = p.out + p.err
     assert p.rc == 0, out
-    assert 'testing hcall: KVM_HC_SHOOT4U (21300)' in out, out
+    assert 'testing hcall: KVM_HC_SHOOT4U (13)' in out, out
+    # With the feature: accepted, refused (flags, reserved) and counted.
+    p = host.chroot(test.replace('kvm_pv_test', 'shoot4u_test'),
+                    timeout=600, check=False)
+    out = p.out + p.err
+    assert p.rc == 0, out
+    assert 'KVM_HC_SHOOT4U (13): 3 calls accepted, 3 refused' in out, out
 
 
 def shoot4u_run(host, kernel):

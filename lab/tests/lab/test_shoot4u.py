@@ -209,9 +209,10 @@ def test_checker_sees_dropped_flushes(lab):
 def test_failed_hypercalls_fall_back_to_ipis(lab):
     """A hypercall the hypervisor refuses leaves that flush to IPIs.
 
-    Fault injection makes every hypercall use a number no hypervisor
-    defines, so QEMU answers -KVM_ENOSYS; the module must then let the
-    native code send the IPIs, and tlbstorm must see no stale entry.
+    Fault injection makes every hypercall set a flag no hypervisor
+    defines, so QEMU answers -KVM_EINVAL (the ABI's check of its flags
+    argument); the module must then let the native code send the IPIs,
+    and tlbstorm must see no stale entry.
     """
     g = boot(lab, '6.12', cpu='max,kvm-shoot4u=on')
     g.run('insmod /mnt/host/shoot4u.ko fault_hypercall_error=1')

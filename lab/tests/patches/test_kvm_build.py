@@ -53,3 +53,9 @@ def test_kvm_selftest_has_the_shoot4u_row():
                         'kvm_pv_test')
     with open(test, 'rb') as f:
         assert b'KVM_HC_SHOOT4U' in f.read()
+
+
+def test_kvm_selftest_of_shoot4u_is_built():
+    test = os.path.join(paths.built('linux'), 'prefix', 'selftests',
+                        'shoot4u_test')
+    assert os.access(test, os.X_OK), test
