@@ -163,7 +163,6 @@ class KvmMachine:
         shutil.copy(os.path.join(built, 'shoot4u.ko'), self.share)
         self.busy = None
         self.guests = 0
-        self.start_busy()
 
     def start_busy(self):
         self.guests += 1
@@ -174,13 +173,23 @@ class KvmMachine:
         self.busy.agent.spawn('exec stress-ng --cpu %d --timeout 0 --quiet'
                               % self.args.vcpus)
 
-    def repair(self):
-        """After a machine fault: a new kernel host or busy guest if lost."""
+    def ready(self):
+        """Make the machine whole before a round.
+
+        The busy guest; after a machine fault, a new kernel host or busy
+        guest where one was lost.  Raises MachineFault if one happens
+        meanwhile (e.g. while the busy guest boots): the caller counts it
+        and calls this again.
+        """
+        lost = self.busy is not None and (
+            not self.kh.healthy() or not self.busy.running() or
+            self.busy.machine_fault())
+        if lost:
+            quietly(self.busy.stop)
+            self.busy = None
         if not self.kh.healthy():
             self.kh.restart()
-            self.start_busy()
-        elif not self.busy.running() or self.busy.machine_fault():
-            quietly(self.busy.stop)
+        if self.busy is None:
             self.start_busy()
 
     def pair(self, pv, base):
@@ -202,7 +211,8 @@ class KvmMachine:
             quietly(g.stop)
 
     def stop(self):
-        quietly(self.busy.stop)
+        if self.busy is not None:
+            quietly(self.busy.stop)
 
 
 def quietly(stop):
@@ -230,6 +240,10 @@ def run_kvm(args):
             for pv, base in (('off', 'ipi'), ('on', 'pvflush')):
                 while len(res[base]) < args.rounds:
                     try:
+                        # A fault in ready() (a lost kernel host while
+                        # the busy guest boots) is counted like one in
+                        # the round, and the machine is made whole again.
+                        m.ready()
                         first, s4u = m.pair(pv, base)
                     except kernel_host.MachineFault as e:
                         faults += 1
@@ -237,7 +251,6 @@ def run_kvm(args):
                               file=sys.stderr)
                         if faults > MACHINE_FAULTS:
                             raise
-                        m.repair()
                         continue
                     res[base].append(first)
                     res['s4u-' + base].append(s4u)

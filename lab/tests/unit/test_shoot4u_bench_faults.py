@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: Apache-2.0
+"""shoot4u --host kvm: a machine fault anywhere in a round runs it again."""
+
+import argparse
+import contextlib
+
+import pytest
+
+from puma_lab.benches import shoot4u
+from puma_lab import kernel_host
+
+
+def figures(p50):
+    return {'p50_us': p50, 'p99_us': p50 * 2, 'total_s': p50 / 10,
+            'tlb_ipis': 0}
+
+
+class Machine:
+    """Faults in ready() at the calls of READY_FAULTS (1 = the first)."""
+
+    def __init__(self, ready_faults=(), pair_faults=()):
+        self.ready_faults, self.pair_faults = ready_faults, pair_faults
+        self.readies = self.pairs = 0
+        self.stopped = False
+
+    def ready(self):
+        self.readies += 1
+        if self.readies in self.ready_faults:
+            raise kernel_host.MachineFault('lost in ready %d'
+                                           % self.readies)
+
+    def pair(self, pv, base):
+        self.pairs += 1
+        if self.pairs in self.pair_faults:
+            raise kernel_host.MachineFault('lost in pair %d' % self.pairs)
+        return figures(100.0), figures(10.0)
+
+    def stop(self):
+        self.stopped = True
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    box = {}
+
+    def make(ready_faults=(), pair_faults=()):
+        box['m'] = Machine(ready_faults, pair_faults)
+        return box['m']
+
+    monkeypatch.setattr(shoot4u.lab_mod, 'Lab',
+                        lambda *a, **k: contextlib.nullcontext())
+    monkeypatch.setattr(shoot4u, 'KvmMachine',
+                        lambda lab, args: box['m'])
+    return make
+
+
+ARGS = argparse.Namespace(rounds=2)
+
+
+def test_fault_while_making_the_machine_ready_is_retried(machine):
+    # The third run lost its kernel host in repair() before this.
+    m = machine(ready_faults=(1, 3), pair_faults=(2,))
+    out = shoot4u.run_kvm(ARGS)
+    assert out['kvm_machine_faults'] == 3
+    assert out['kvm_p50_x_ipi'] == 10.0
+    assert out['kvm_p50_x_pvflush'] == 10.0
+    # Four completed rounds, each after ready().
+    assert m.pairs == 5 and m.readies == 7
+    assert m.stopped
+
+
+def test_too_many_faults_end_the_run(machine):
+    m = machine(ready_faults=range(1, 100))
+    with pytest.raises(kernel_host.MachineFault):
+        shoot4u.run_kvm(ARGS)
+    assert m.readies == shoot4u.MACHINE_FAULTS + 1
+    assert m.stopped
