@@ -2,10 +2,12 @@
 """Kernel hosts: a TCG guest runs KVM, and lab guests boot under it.
 
 The kernel host is the stock Debian 6.12 kernel under TCG with -cpu max;
-Debian's kvm_amd must load with nested paging, and L2 guests with both
-lab kernels must boot under KVM (not TCG: QEMU is started with
-``-accel kvm`` only) with the lab's init, and KVM's own exit counter of
-the kernel host must have counted them.
+Debian's kvm_amd must load with nested paging, and an L2 guest must boot
+under it (not TCG: QEMU is started with ``-accel kvm`` only) with the
+lab's init, and KVM's own exit counter of the kernel host must have
+counted it.  That guest runs the lab's 6.1 kernel: the 6.12 one boots
+under our KVM below (the Shoot4U runs boot both kernels), which keeps the
+env within its budget.
 
 Then our KVM (the series, built by lab/setup kvm against the kernel's
 headers) replaces Debian's in the same kernel host: Shoot4U runs for real
@@ -117,7 +119,7 @@ def boot_run(host, kernel):
     return console, exits, res, dmesg
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', ['6.1'])
 def test_l2_guest_boots_under_kvm(host, kernel):
     """An L2 guest under Debian's KVM; asked for Shoot4U, it has none."""
     assert not host.kvm_patched
