@@ -846,13 +846,13 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     # Leaving this host otherwise ------------------------------------
 
-    def destroy(self, context, instance, network_info, block_device_info=None,
-                destroy_disks=True, destroy_secrets=True):
-        super().destroy(context, instance, network_info,
-                        block_device_info=block_device_info,
-                        destroy_disks=destroy_disks,
-                        destroy_secrets=destroy_secrets)
-        if (instance.task_state in _LEAVING_STATES and
+    def destroy(self, context, instance, network_info, *args, **kwargs):
+        # Nova's arguments as they came: callers pass them either way.
+        super().destroy(context, instance, network_info, *args, **kwargs)
+        # Never a lazy load here: a destroy that cleans up after a failure
+        # may get an instance without its task state.
+        if (instance.obj_attr_is_set('task_state') and
+                instance.task_state in _LEAVING_STATES and
                 split.is_allowed(instance)):
             self._puma_release_main(context, instance.uuid, self._puma_host)
 
