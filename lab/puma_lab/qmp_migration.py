@@ -63,13 +63,17 @@ def wait_qmp(guest, timeout=60):
             time.sleep(0.2)
 
 
-def twin(guest, name, host, extra_args=()):
-    """GUEST's machine on HOST, not started, waiting for its migration."""
+def twin(guest, name, host, extra_args=(), env=None):
+    """GUEST's machine on HOST, not started, waiting for its migration.
+
+    ENV: variables for the twin's QEMU only (GUEST's are not inherited).
+    """
     return vm.Guest(guest.lab, name, kernel=guest.kernel_name,
                     mem_mb=guest.mem_mb, vcpus=guest.vcpus,
                     disks=guest.disks, cpu=guest.cpu, append=guest.append,
                     extra_args=list(guest.extra_args) + list(extra_args) +
-                    ['-incoming', 'defer'], ns=host.ns, events=guest.events)
+                    ['-incoming', 'defer'], ns=host.ns, events=guest.events,
+                    env=env)
 
 
 def set_capabilities(guest, caps):

@@ -113,12 +113,12 @@ class QmpGuest:
             return f.read()
 
     def migrate_start(self, dst_host, servers=(), limit=0, bandwidth=0,
-                      mode='split'):
+                      mode='split', dst_env=None):
         self.hops += 1
         self.dst_host = dst_host
         self.dst = qmp_migration.twin(
             self.vm, '%s-%s%d' % (self.name, dst_host.name, self.hops),
-            dst_host).start()
+            dst_host, env=dst_env).start()
         qmp_migration.wait_qmp(self.dst)
         params = {}
         if mode == 'split':

@@ -92,8 +92,11 @@ class Guest:
 
     def __init__(self, lab, name, kernel='6.1', mem_mb=512, vcpus=1,
                  disks=(), nics=0, share=None, cpu='max', append='',
-                 extra_args=(), ns=None, events=False, share_readonly=False):
+                 extra_args=(), ns=None, events=False, share_readonly=False,
+                 env=None):
         self.lab = lab
+        # Variables added to QEMU's environment (e.g. a test's LD_PRELOAD).
+        self.env = dict(env or {})
         # The namespace QEMU runs in: the lab's, or an emulated host's.
         self.ns = ns or lab.ns
         self.events = events
@@ -180,7 +183,8 @@ class Guest:
         with open(self.qemu_log, 'w') as log:
             self.proc = subprocess.Popen(
                 ['ip', 'netns', 'exec', self.ns] + self.argv(),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                env=dict(os.environ, **self.env) if self.env else None)
         self.lab.register(self, 'guest')
         return self
 

@@ -13,6 +13,7 @@ with that reason (``require``, lab/tests/conftest.py).
 
 import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -20,6 +21,7 @@ from qemu.qmp import ExecuteError
 
 from puma_lab import errors
 from puma_lab import memserver
+from puma_lab import paths
 from puma_lab import split
 from puma_lab import tls
 
@@ -270,6 +272,50 @@ def test_mirror_is_remade_on_a_restarted_server(driver, lab):
     st = g.qmp('x-query-split')
     assert g.running() == 'running'
     assert st['state'] == 'degraded', st
+    verified(g, pid)
+
+
+def uffd_faults(lab):
+    """lab/inject/uffdfault.c built as a preloadable library."""
+    so = lab.path('uffdfault.so')
+    subprocess.run(['gcc', '-O2', '-Wall', '-shared', '-fPIC', '-o', so,
+                    os.path.join(paths.TOP, 'lab', 'inject', 'uffdfault.c'),
+                    '-ldl'], check=True)
+    return so
+
+
+def test_failed_placements_are_retried_or_woken(lab, require):
+    """Placements the kernel fails neither stop a vCPU nor lose a page.
+
+    B's QEMU runs with lab/inject/uffdfault.c preloaded: every 97th
+    placement (UFFDIO_COPY or UFFDIO_ZEROPAGE) fails with EAGAIN, every
+    89th with ENOMEM, which the pager retries, and every 211th with
+    EFAULT, after which the faulting thread is woken and faults again.
+    Before QEMU's patch 51 each of them left a vCPU waiting for ever.
+    Through QMP only: the preload is set on the destination's QEMU.
+    """
+    require('split migration through qmp', split.missing('qmp'))
+    so = uffd_faults(lab)
+    a, b, c = split.make_hosts(lab, 'qmp', ('a', 'b', 'c'))
+    srv = memserver.MemoryServer(c).start()
+    g = split.make_guest('qmp', lab, a, 'vm-uffd', mem_mb=MEM_MB)
+    pid = workload(g)
+
+    g.migrate(b, [srv], LIMIT, dst_env={
+        'LD_PRELOAD': so,
+        'PUMA_UFFD_FAULTS': 'EAGAIN=97,ENOMEM=89,EFAULT=211'})
+    walk(g, 3)
+    st = g.qmp('x-query-split')
+    log = g.qemu_log()
+    print('on B:', st)
+    print('\n'.join(line for line in log.splitlines()
+                    if 'uffdfault' in line or 'place page' in line)[-3000:])
+    assert st['state'] == 'active' and st['page-ins'] > 0, st
+    for err in ('EAGAIN', 'ENOMEM', 'EFAULT'):
+        assert 'uffdfault: %s for placement' % err in log, log[-3000:]
+    assert 'retrying' in log, log[-3000:]
+    assert 'cannot place page' in log, log[-3000:]
+    assert g.running() == 'running'
     verified(g, pid)
 
 
