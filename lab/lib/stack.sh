@@ -281,17 +281,21 @@ configure_kvm()
 		return 1
 	mkdir -p "$prefix" && cp "$common"/arch/x86/kvm/*.ko "$prefix/" &&
 		echo "$rel" >"$prefix/release" || return 1
-	# KVM's selftests of PV features (with the Shoot4U row) and of
-	# Shoot4U's arguments, for kernel hosts (built against the patched
-	# tree's UAPI headers).
+	# KVM's selftests for kernel hosts (built against the patched tree's
+	# UAPI headers): PV features (with the Shoot4U row), Shoot4U's
+	# arguments, and upstream's tests of what the series touches (CPUID,
+	# hypercalls, the APIC map, IPIs, remote TLB flushes).
+	local t tests="kvm_pv_test shoot4u_test cpuid_test fix_hypercall_test
+		recalc_apic_map_test xapic_ipi_test hyperv_tlb_flush"
 	make O="$PWD/puma-hdr" headers &&
 		make -C tools/testing/selftests/kvm OUTPUT="$PWD/puma-selftests" \
 			KHDR_INCLUDES="-isystem $PWD/puma-hdr/usr/include" \
-			-j"$(nproc)" "$PWD/puma-selftests/x86_64/kvm_pv_test" \
-			"$PWD/puma-selftests/x86_64/shoot4u_test" &&
-		mkdir -p "$prefix/selftests" &&
-		cp puma-selftests/x86_64/kvm_pv_test \
-			puma-selftests/x86_64/shoot4u_test "$prefix/selftests/"
+			-j"$(nproc)" $(for t in $tests; do
+				echo "$PWD/puma-selftests/x86_64/$t"; done) &&
+		mkdir -p "$prefix/selftests" || return 1
+	for t in $tests; do
+		cp "puma-selftests/x86_64/$t" "$prefix/selftests/" || return 1
+	done
 }
 
 # kernel_source_version NAME - the version of Debian's linux source that
