@@ -437,6 +437,8 @@ static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
 	n += sysfs_emit_at(buf, n, "sequential_marks %lu\n",
 			   puma_index_markers());
 	n += sysfs_emit_at(buf, n, "hosted_pages %lu\n", puma_store_hosted());
+	n += sysfs_emit_at(buf, n, "lend_max_chain %lu\n",
+			   puma_store_max_chain());
 	n += sysfs_emit_at(buf, n, "put_buffers_free %u\n",
 			   puma_put_buffers_free());
 	n += sysfs_emit_at(buf, n, "lender_busy %d\n",

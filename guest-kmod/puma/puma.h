@@ -227,6 +227,7 @@ bool puma_store_get(struct puma_sess *s, const struct puma_key *k, void *dst,
 void puma_store_inval(struct puma_sess *s, const struct puma_inval *inv);
 void puma_store_drop_all(void);
 unsigned long puma_store_hosted(void);
+unsigned long puma_store_max_chain(void);
 
 /* policy.c */
 int puma_policy_init(void);

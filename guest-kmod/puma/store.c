@@ -80,6 +80,8 @@ static DEFINE_HASHTABLE(puma_objs, 12);
 static LIST_HEAD(puma_lru);
 static atomic_long_t puma_hosted = ATOMIC_LONG_INIT(0);
 static siphash_key_t puma_hash_key;
+/* The longest chain of puma_objs a lookup walked (stats: lend_max_chain). */
+static unsigned long puma_objs_max_chain;
 
 static u32 puma_obj_hash(struct puma_sess *s, u64 pool, u64 ino, u32 gen)
 {
@@ -92,13 +94,18 @@ static struct puma_obj *puma_obj_find(struct puma_sess *s,
 	u64 pool = le64_to_cpu(k->pool), ino = le64_to_cpu(k->ino);
 	u32 gen = le32_to_cpu(k->gen);
 	u32 h = puma_obj_hash(s, pool, ino, gen);
+	unsigned long walked = 0;
 	struct puma_obj *o;
 
 	lockdep_assert_held(&puma_store_lock);
-	hash_for_each_possible(puma_objs, o, hnode, h)
+	hash_for_each_possible(puma_objs, o, hnode, h) {
 		if (o->sess == s && o->pool == pool && o->ino == ino &&
 		    o->gen == gen)
 			return o;
+		walked++;
+	}
+	if (walked > puma_objs_max_chain)
+		WRITE_ONCE(puma_objs_max_chain, walked);
 	if (!create)
 		return NULL;
 	o = kzalloc(sizeof(*o), GFP_NOWAIT | __GFP_NOWARN);
@@ -336,6 +343,12 @@ static unsigned long puma_store_evict(unsigned long nr)
 void puma_store_drop_all(void)
 {
 	puma_store_evict(ULONG_MAX);
+}
+
+/* The longest chain of other files a lookup walked since the load. */
+unsigned long puma_store_max_chain(void)
+{
+	return READ_ONCE(puma_objs_max_chain);
 }
 
 unsigned long puma_store_hosted(void)

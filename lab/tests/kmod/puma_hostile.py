@@ -146,6 +146,10 @@ class Peer:
         self.tx, self.rx = session_keys(key, mine, theirs)
 
 
+# Files a hash-flooding borrower puts (one page each).
+FLOOD_FILES = 2048
+
+
 def key(index):
     return struct.pack('<QQIIQ', 1, 2, 3, 0, index)
 
@@ -340,6 +344,20 @@ def run(host, port, secret, case):
             p.send(GET_REPLY, batch(1) + key(0))
         elif case == 'reserved_bits':
             p.send(GET, batch(1) + key(0), flags=0x80)
+        elif case == 'hash_flood':
+            # Files whose identities all hashed to one bucket of the
+            # lender's unkeyed hash_64(session ^ pool ^ ino) before it
+            # became SipHash with a key of its own (pool ^ ino == 0).
+            for first in range(0, FLOOD_FILES, 32):
+                files = range(first, first + 32)
+                p.send(PUT, batch(32) + b''.join(
+                    struct.pack('<QQIIQ', f, f, 0, 0, 0) + bytes(BLOB)
+                    for f in files))
+            # Answered after every put before it was stored.
+            p.send(PING, req=1)
+            assert p.recv()[0] == PONG
+            p.s.close()
+            return 'ok'
         elif case == 'capacity':
             # The lender was set to host 2 pages per borrower.
             pages = [os.urandom(BLOB) for _ in range(3)]

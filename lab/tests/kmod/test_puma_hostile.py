@@ -26,6 +26,7 @@ from puma_lab import netns
 from puma_lab import paths
 from puma_lab import vm
 
+import puma_hostile
 import test_puma
 
 HOSTILE = os.path.join(os.path.dirname(__file__), 'puma_hostile.py')
@@ -97,6 +98,14 @@ def test_hostile_peer_is_disconnected(lab, kernel):
     hostile('valid')
     st = test_puma.stats(lender)
     assert st['lend_puts'] >= 1 and st['lend_hits'] >= 1, st
+    # Files chosen to share one bucket of an unkeyed hash: with the
+    # lender's keyed hash their 2048 entries spread over its 4096 buckets
+    # (a handful per bucket at most; they all shared one before).
+    before = st['lend_puts']
+    hostile('hash_flood')
+    st = test_puma.stats(lender)
+    assert st['lend_puts'] - before == puma_hostile.FLOOD_FILES, st
+    assert st['lend_max_chain'] <= 16, st
     # A borrower's pages die with its connection.
     test_puma.wait_for(lender, '/mnt/host/pumactl stats hosted_pages | '
                        'grep -qx 0', 'pages freed with the connection')
