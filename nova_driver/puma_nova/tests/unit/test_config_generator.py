@@ -58,3 +58,10 @@ class TestConfigGenerator(testtools.TestCase):
         text = generate('puma-compute-config-generator.conf', self.out)
         with open(os.path.join(ETC, 'puma-compute.conf.sample')) as f:
             self.assertEqual(f.read(), text, 'run tox -e genconfig')
+
+    def test_exporter_sample_is_current(self):
+        # etc/puma-exporter.conf.sample: puma-exporter's [puma_exporter].
+        text = generate('puma-exporter-config-generator.conf', self.out)
+        self.assertIn('\n[puma_exporter]\n', text)
+        with open(os.path.join(ETC, 'puma-exporter.conf.sample')) as f:
+            self.assertEqual(f.read(), text, 'run tox -e genconfig')

@@ -1,0 +1,164 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What puma-exporter tells Prometheus about one compute host.
+
+A custom collector: every scrape asks the host's libvirtd (through a
+Source, see source.py) for what Puma adds to its VMs and turns the
+answers into metric families, named after Prometheus's conventions
+(base units, ``_total`` counters, a histogram for latencies).  Per VM,
+labels ``domain`` (libvirt's name) and ``uuid`` (the instance's UUID):
+
+- split migration (while the VM runs split): pager state (``active``,
+  ``degraded``: a mirrored memory server is down, ``paused``: none is
+  reachable), resident, remote and unused memory, page-ins and
+  page-outs; with monitor details also faults on unused pages, the
+  latency histogram of the faults a memory server served, and each
+  memory server's state and stale pages;
+- Shoot4U (monitor details, TCG): hypercalls the VM's vCPUs made;
+- a running migration: memory remaining and processed, dirty rate.
+
+A VM that does not answer is left out of that scrape and counted in
+``puma_exporter_errors_total``; a slow one delays its scrape only (the
+exporter is its own process: it never blocks nova-compute).
+"""
+
+from prometheus_client import core
+
+PAGE = 4096
+SPLIT_STATES = ('active', 'degraded', 'paused')
+# Not 'instance': Prometheus gives every sample that label (the target).
+_LABELS = ['domain', 'uuid']
+
+
+def _families():
+    g = core.GaugeMetricFamily
+    c = core.CounterMetricFamily
+    return {
+        'state': g('puma_split_state',
+                   'Split-migration pager state of the VM (1 for the '
+                   'state it is in).', labels=_LABELS + ['state']),
+        'resident': g('puma_split_resident_bytes',
+                      'Guest memory present on this host.', labels=_LABELS),
+        'remote': g('puma_split_remote_bytes',
+                    'Guest memory held only by memory servers.',
+                    labels=_LABELS),
+        'unused': g('puma_split_unused_bytes',
+                    'Guest memory never used or discarded: neither here '
+                    'nor on a memory server.', labels=_LABELS),
+        'page_ins': c('puma_split_page_ins',
+                      'Pages fetched from memory servers.', labels=_LABELS),
+        'page_outs': c('puma_split_page_outs',
+                       'Pages written to memory servers and dropped here.',
+                       labels=_LABELS),
+        'unused_faults': c('puma_split_unused_faults',
+                           'Faults on unused pages, served with a zero '
+                           'page.', labels=_LABELS),
+        'latency': core.HistogramMetricFamily(
+            'puma_split_fault_latency_seconds',
+            'Latency of the faults a memory server served (buckets only, '
+            'no _sum and _count: QEMU keeps power-of-two buckets; the '
+            '+Inf bucket is the count).', labels=_LABELS),
+        'server_up': g('puma_split_memory_server_up',
+                       'Whether a memory server of the VM answers.',
+                       labels=_LABELS + ['server']),
+        'server_stale': g('puma_split_memory_server_stale_pages',
+                          'Remote pages of which a memory server holds no '
+                          'latest copy (they are mirrored onto it again).',
+                          labels=_LABELS + ['server']),
+        'hypercalls': c('puma_shoot4u_hypercalls',
+                        "Shoot4U hypercalls the VM's vCPUs made (TCG).",
+                        labels=_LABELS),
+        'remaining': g('puma_migration_remaining_bytes',
+                       'Memory a running migration of the VM has still to '
+                       'send.', labels=_LABELS),
+        'processed': g('puma_migration_processed_bytes',
+                       'Memory a running migration of the VM has sent.',
+                       labels=_LABELS),
+        'dirty': g('puma_migration_dirty_rate_bytes_per_second',
+                   'Rate at which the guest dirties memory during its '
+                   'migration.', labels=_LABELS),
+    }
+
+
+def _add_split(f, labels, split):
+    """libvirt's split statistics (virsh domstats --split)."""
+    for state in SPLIT_STATES:
+        f['state'].add_metric(labels + [state],
+                              1 if split.get('state') == state else 0)
+    f['resident'].add_metric(labels, split.get('resident_bytes', 0))
+    f['remote'].add_metric(labels, split.get('remote_bytes', 0))
+    f['unused'].add_metric(labels, split.get('unused_bytes', 0))
+    f['page_ins'].add_metric(labels, split.get('page_ins', 0))
+    f['page_outs'].add_metric(labels, split.get('page_outs', 0))
+
+
+def _add_details(f, labels, info):
+    """x-query-split's answer: what libvirt does not carry."""
+    f['unused_faults'].add_metric(labels, info['unused-faults'])
+    # Element N counts latencies in [2^N, 2^(N+1)) microseconds.
+    buckets, total = [], 0
+    for n, count in enumerate(info.get('fault-latency-histogram', [])):
+        total += count
+        buckets.append(('%g' % ((2 ** (n + 1)) / 1e6), total))
+    buckets.append(('+Inf', total))
+    f['latency'].add_metric(labels, buckets, sum_value=None)
+    for server in info.get('servers', []):
+        slabels = labels + [server['uri']]
+        f['server_up'].add_metric(slabels,
+                                  1 if server['state'] == 'up' else 0)
+        f['server_stale'].add_metric(slabels,
+                                     server.get('stale-pages', 0))
+
+
+class PumaCollector(object):
+    """Collects from SOURCE on every scrape (prometheus_client collector)."""
+
+    def __init__(self, source):
+        self.source = source
+        self.errors = 0
+
+    def describe(self):
+        # The families' samples depend on the VMs of the moment.
+        return []
+
+    def collect(self):
+        f = _families()
+        try:
+            vms = self.source.domains()
+        except Exception:
+            self.errors += 1
+            vms = []
+        for vm in vms:
+            labels = [vm.name, vm.uuid]
+            try:
+                details = vm.split_details()
+                calls = vm.shoot4u_hypercalls()
+                job = vm.migration()
+            except Exception:
+                self.errors += 1
+                continue
+            if vm.split is not None:
+                _add_split(f, labels, vm.split)
+            if details is not None:
+                _add_details(f, labels, details)
+            if calls is not None:
+                f['hypercalls'].add_metric(labels, calls)
+            if job is not None:
+                f['remaining'].add_metric(labels, job['remaining_bytes'])
+                f['processed'].add_metric(labels, job['processed_bytes'])
+                f['dirty'].add_metric(labels, job['dirty_bytes_per_second'])
+        yield from f.values()
+        yield core.CounterMetricFamily(
+            'puma_exporter_errors',
+            'VMs (or whole scrapes) left out because libvirt or QEMU did '
+            'not answer.', value=self.errors)

@@ -1,0 +1,126 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The host's VMs, as puma-exporter reads them from libvirt.
+
+Read-only.  Split migration's figures come from libvirt's own statistics
+(``virConnectGetAllDomainStats`` with the split group of our libvirt
+series: ``virsh domstats --split``), which any libvirt client may read.
+With ``[puma_exporter] monitor_details`` the exporter also asks QEMU
+through libvirt's qemu-monitor-command for what libvirt does not carry:
+the fault-latency histogram and each memory server's state
+(``x-query-split``) and the Shoot4U hypercalls of TCG vCPUs
+(``qom-get``).  libvirt marks a domain that was sent such a command as
+tainted (``custom-monitor``) in its log, hence the option.
+"""
+
+from oslo_serialization import jsonutils
+
+# libvirt's constants (the bindings need not be importable to test this).
+STATS_SPLIT = 1 << 11          # VIR_DOMAIN_STATS_SPLIT (our series)
+STATS_ACTIVE = 1 << 0          # VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE
+_JOB_NONE = 0                  # VIR_DOMAIN_JOB_NONE
+_PAGE = 4096
+
+
+class QMPError(Exception):
+    pass
+
+
+class VM(object):
+    """One running domain and its split statistics of this scrape."""
+
+    def __init__(self, dom, stats, monitor=None):
+        self._dom = dom
+        self._monitor = monitor
+        self.name = dom.name()
+        self.uuid = dom.UUIDString()
+        # libvirt reports the split group only while the VM runs split.
+        self.split = {k[len('split.'):]: v for k, v in stats.items()
+                      if k.startswith('split.')} or None
+
+    def qmp(self, command, **arguments):
+        """COMMAND's return, or None if this QEMU has no such command."""
+        request = {'execute': command}
+        if arguments:
+            request['arguments'] = arguments
+        reply = jsonutils.loads(self._monitor(
+            self._dom, jsonutils.dumps(request), 0))
+        if 'error' in reply:
+            if reply['error'].get('class') == 'CommandNotFound':
+                return None
+            raise QMPError('%s: %s' % (command, reply['error']))
+        return reply['return']
+
+    def split_details(self):
+        """x-query-split's answer (monitor details only), or None."""
+        if self._monitor is None or self.split is None:
+            return None
+        return self.qmp('x-query-split')
+
+    def shoot4u_hypercalls(self):
+        """Hypercalls of all vCPUs (monitor details, TCG only), or None."""
+        if self._monitor is None:
+            return None
+        kvm = self.qmp('query-kvm')
+        if kvm and kvm.get('enabled'):
+            # Under KVM the kernel handles the hypercall and counts it in
+            # KVM's statistics, not QEMU.
+            return None
+        total = 0
+        for cpu in self.qmp('query-cpus-fast') or []:
+            try:
+                value = self.qmp('qom-get', path=cpu['qom-path'],
+                                 property='x-shoot4u-hypercalls')
+            except QMPError:
+                return None  # no such property: QEMU without Shoot4U
+            total += value or 0
+        return total
+
+    def migration(self):
+        """A running migration's figures in bytes, or None."""
+        stats = self._dom.jobStats()
+        if stats.get('type', _JOB_NONE) == _JOB_NONE:
+            return None
+        page = stats.get('memory_page_size', _PAGE)
+        return {
+            'remaining_bytes': stats.get('memory_remaining', 0),
+            'processed_bytes': stats.get('memory_processed', 0),
+            'dirty_bytes_per_second':
+                stats.get('memory_dirty_rate', 0) * page,
+        }
+
+
+class LibvirtSource(object):
+    """The running domains of the libvirtd at URI."""
+
+    def __init__(self, uri, monitor_details=False):
+        self.uri = uri
+        self.monitor_details = monitor_details
+        self._conn = None
+
+    def _connection(self):
+        import libvirt  # compute nodes have it; unit tests use a fake
+
+        if self._conn is None or not self._conn.isAlive():
+            self._conn = libvirt.open(self.uri)
+        return self._conn
+
+    def domains(self):
+        monitor = None
+        if self.monitor_details:
+            import libvirt_qemu
+
+            monitor = libvirt_qemu.qemuMonitorCommand
+        return [VM(dom, stats, monitor) for dom, stats in
+                self._connection().getAllDomainStats(STATS_SPLIT,
+                                                     STATS_ACTIVE)]

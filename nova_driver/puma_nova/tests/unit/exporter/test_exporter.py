@@ -1,0 +1,253 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""puma-exporter: its metrics from libvirt (a fake) and its HTTP server."""
+
+import json
+import urllib.request
+
+import fixtures
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import prometheus_client
+from prometheus_client import parser
+from prometheus_client import registry as prom_registry
+import testtools
+
+from puma_nova.cmd import exporter as exporter_cmd
+from puma_nova.conf import exporter as exporter_conf
+from puma_nova.exporter import collector
+from puma_nova.exporter import source
+
+SPLIT_STATS = {'split.state': 'degraded', 'split.resident_bytes': 64 << 20,
+               'split.remote_bytes': 448 << 20,
+               'split.unused_bytes': 512 << 20, 'split.page_ins': 4727,
+               'split.page_outs': 4740}
+X_QUERY_SPLIT = {
+    'state': 'degraded', 'resident-pages': 16384, 'remote-pages': 114688,
+    'unused-pages': 131072, 'page-ins': 4727, 'page-outs': 4740,
+    'unused-faults': 3, 'fault-latency-p50-us': 60,
+    'fault-latency-p99-us': 250,
+    'fault-latency-histogram': [0, 0, 0, 0, 0, 10, 100, 8, 2],
+    'servers': [{'uri': 'tcp:10.77.0.13:7800', 'state': 'up',
+                 'stale-pages': 0},
+                {'uri': 'tcp:10.77.0.14:7800', 'state': 'down',
+                 'stale-pages': 12}]}
+
+
+class FakeDomain(object):
+
+    def __init__(self, name, uuid, job=None, job_error=None):
+        self._name, self._uuid = name, uuid
+        self.job, self.job_error = job or {'type': 0}, job_error
+
+    def name(self):
+        return self._name
+
+    def UUIDString(self):
+        return self._uuid
+
+    def jobStats(self):
+        if self.job_error:
+            raise self.job_error
+        return self.job
+
+
+class FakeMonitor(object):
+    """libvirt_qemu.qemuMonitorCommand over a table of QMP answers."""
+
+    def __init__(self, kvm=False, split=True, shoot4u=True):
+        self.kvm, self.split, self.shoot4u = kvm, split, shoot4u
+        self.commands = []
+
+    def __call__(self, dom, request, flags):
+        req = json.loads(request)
+        self.commands.append(req['execute'])
+        cmd = req['execute']
+        if cmd == 'x-query-split' and self.split:
+            return json.dumps({'return': X_QUERY_SPLIT})
+        if cmd == 'query-kvm':
+            return json.dumps({'return': {'enabled': self.kvm,
+                                          'present': self.kvm}})
+        if cmd == 'query-cpus-fast':
+            return json.dumps({'return': [
+                {'cpu-index': i, 'qom-path': '/machine/cpu[%d]' % i}
+                for i in range(2)]})
+        path = req.get('arguments', {}).get('path', '')
+        if cmd == 'qom-get' and self.shoot4u and path.endswith(']'):
+            return json.dumps({'return': 100 + int(path[-2])})
+        if cmd == 'qom-get':
+            return json.dumps({'error': {
+                'class': 'GenericError',
+                'desc': "Property 'x-shoot4u-hypercalls' not found"}})
+        return json.dumps({'error': {'class': 'CommandNotFound',
+                                     'desc': 'The command %s has not been '
+                                             'found' % cmd}})
+
+
+class FakeSource(object):
+
+    def __init__(self, vms=(), error=None):
+        self.vms, self.error = list(vms), error
+
+    def domains(self):
+        if self.error:
+            raise self.error
+        return self.vms
+
+
+def scrape(src):
+    reg = prom_registry.CollectorRegistry()
+    reg.register(collector.PumaCollector(src))
+    text = prometheus_client.generate_latest(reg).decode()
+    samples = {}
+    for family in parser.text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples, text
+
+
+def labels(**kw):
+    base = {'domain': 'vm1', 'uuid': 'u1'}
+    base.update(kw)
+    return tuple(sorted(base.items()))
+
+
+class CollectorTest(testtools.TestCase):
+
+    def test_split_vm_from_libvirt_statistics_only(self):
+        monitor = FakeMonitor()
+        vm = source.VM(FakeDomain('vm1', 'u1'), SPLIT_STATS)
+        samples, text = scrape(FakeSource([vm]))
+        self.assertEqual(1, samples[('puma_split_state',
+                                     labels(state='degraded'))])
+        self.assertEqual(0, samples[('puma_split_state',
+                                     labels(state='active'))])
+        self.assertEqual(448 << 20, samples[('puma_split_remote_bytes',
+                                             labels())])
+        self.assertEqual(64 << 20, samples[('puma_split_resident_bytes',
+                                            labels())])
+        self.assertEqual(4727, samples[('puma_split_page_ins_total',
+                                        labels())])
+        self.assertEqual(4740, samples[('puma_split_page_outs_total',
+                                        labels())])
+        # Without monitor details QEMU is never asked, nothing tainted.
+        self.assertEqual([], monitor.commands)
+        self.assertNotIn('puma_split_fault_latency_seconds_bucket{', text)
+        self.assertNotIn('puma_shoot4u_hypercalls_total{', text)
+        self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
+
+    def test_vm_not_split_has_no_split_samples(self):
+        vm = source.VM(FakeDomain('vm1', 'u1'), {}, FakeMonitor())
+        samples, text = scrape(FakeSource([vm]))
+        self.assertNotIn('puma_split_state{', text)
+        self.assertNotIn('puma_split_memory_server_up{', text)
+        # Shoot4U is asked all the same (TCG, the property exists).
+        self.assertEqual(201, samples[('puma_shoot4u_hypercalls_total',
+                                       labels())])
+
+    def test_monitor_details(self):
+        monitor = FakeMonitor()
+        vm = source.VM(FakeDomain('vm1', 'u1'), SPLIT_STATS, monitor)
+        samples, text = scrape(FakeSource([vm]))
+        # Element N of QEMU's histogram is [2^N, 2^(N+1)) microseconds:
+        # cumulative buckets in seconds.
+        bucket = 'puma_split_fault_latency_seconds_bucket'
+        self.assertEqual(0, samples[(bucket, labels(le='3.2e-05'))])
+        self.assertEqual(10, samples[(bucket, labels(le='6.4e-05'))])
+        self.assertEqual(110, samples[(bucket, labels(le='0.000128'))])
+        self.assertEqual(120, samples[(bucket, labels(le='0.000512'))])
+        self.assertEqual(120, samples[(bucket, labels(le='+Inf'))])
+        self.assertEqual(1, samples[('puma_split_memory_server_up', labels(
+            server='tcp:10.77.0.13:7800'))])
+        self.assertEqual(0, samples[('puma_split_memory_server_up', labels(
+            server='tcp:10.77.0.14:7800'))])
+        self.assertEqual(12, samples[(
+            'puma_split_memory_server_stale_pages',
+            labels(server='tcp:10.77.0.14:7800'))])
+        self.assertEqual(3, samples[('puma_split_unused_faults_total',
+                                     labels())])
+        self.assertEqual(201, samples[('puma_shoot4u_hypercalls_total',
+                                       labels())])
+
+    def test_kvm_and_qemu_without_our_series(self):
+        # Under KVM the kernel counts Shoot4U; a QEMU without the split
+        # command or the Shoot4U property has neither.
+        kvm = source.VM(FakeDomain('vm1', 'u1'), SPLIT_STATS,
+                        FakeMonitor(kvm=True))
+        plain = source.VM(FakeDomain('vm2', 'u2'), {},
+                          FakeMonitor(split=False, shoot4u=False))
+        samples, text = scrape(FakeSource([kvm, plain]))
+        self.assertNotIn('puma_shoot4u_hypercalls_total{', text)
+        self.assertNotIn('domain="vm2"', text)
+        self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
+
+    def test_running_migration(self):
+        job = {'type': 2, 'memory_remaining': 1 << 30,
+               'memory_processed': 3 << 30, 'memory_dirty_rate': 2500,
+               'memory_page_size': 4096}
+        vm = source.VM(FakeDomain('vm1', 'u1', job=job), {})
+        samples, _ = scrape(FakeSource([vm]))
+        self.assertEqual(1 << 30, samples[('puma_migration_remaining_bytes',
+                                           labels())])
+        self.assertEqual(3 << 30, samples[('puma_migration_processed_bytes',
+                                           labels())])
+        self.assertEqual(2500 * 4096, samples[(
+            'puma_migration_dirty_rate_bytes_per_second', labels())])
+
+    def test_vm_that_fails_is_left_out_and_counted(self):
+        bad = source.VM(FakeDomain('vm1', 'u1', job_error=OSError('gone')),
+                        SPLIT_STATS)
+        good = source.VM(FakeDomain('vm2', 'u2'), SPLIT_STATS)
+        src = FakeSource([bad, good])
+        samples, text = scrape(src)
+        self.assertNotIn('domain="vm1"', text)
+        self.assertIn('domain="vm2"', text)
+        self.assertEqual(1, samples[('puma_exporter_errors_total', ())])
+
+    def test_libvirt_that_fails_is_counted(self):
+        samples, _ = scrape(FakeSource(error=OSError('no libvirtd')))
+        self.assertEqual(1, samples[('puma_exporter_errors_total', ())])
+
+    def test_other_qmp_errors_are_errors(self):
+        monitor = FakeMonitor()
+        vm = source.VM(FakeDomain('vm1', 'u1'), {}, monitor)
+        self.assertRaises(source.QMPError, vm.qmp, 'qom-get',
+                          path='/x', property='y')
+
+
+class ServerTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(cfg.ConfigOpts()))
+        exporter_conf.register_opts(self.conf.conf)
+        self.conf.config(group='puma_exporter', port=0)
+        vm = source.VM(FakeDomain('vm1', 'u1'), SPLIT_STATS)
+        self.useFixture(fixtures.MockPatchObject(
+            source, 'LibvirtSource', lambda *a, **k: FakeSource([vm])))
+
+    def test_metrics_over_http(self):
+        server, thread = exporter_cmd.serve(self.conf.conf)
+        self.addCleanup(thread.join)
+        self.addCleanup(server.shutdown)
+        url = 'http://127.0.0.1:%d/metrics' % server.server_port
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+        self.assertIn('puma_split_remote_bytes{domain="vm1",uuid="u1"} '
+                      '4.69762048e+08', text)
+
+    def test_tls_options_go_together(self):
+        self.conf.config(group='puma_exporter', tls_cert_file='/c.pem')
+        self.assertRaises(SystemExit, exporter_cmd.serve, self.conf.conf)
+        self.conf.config(group='puma_exporter', tls_cert_file=None,
+                         tls_client_ca_file='/ca.pem')
+        self.assertRaises(SystemExit, exporter_cmd.serve, self.conf.conf)
