@@ -224,6 +224,43 @@ class CollectorTest(testtools.TestCase):
                           path='/x', property='y')
 
 
+class FakeConnection(object):
+
+    def __init__(self, split_group=True):
+        self.split_group = split_group
+        self.doms = [FakeDomain('vm1', 'u1'), FakeDomain('vm2', 'u2')]
+
+    def isAlive(self):
+        return True
+
+    def getAllDomainStats(self, stats, flags):
+        if not self.split_group:
+            raise OSError('unsupported flags (0x800)')
+        return [(self.doms[0], SPLIT_STATS), (self.doms[1], {})]
+
+    def listAllDomains(self, flags):
+        return self.doms
+
+
+class LibvirtSourceTest(testtools.TestCase):
+
+    def source(self, conn):
+        src = source.LibvirtSource('qemu:///system')
+        src._conn = conn
+        return src
+
+    def test_split_group_of_our_libvirt(self):
+        vms = self.source(FakeConnection()).domains()
+        self.assertEqual(['vm1', 'vm2'], [vm.name for vm in vms])
+        self.assertEqual('degraded', vms[0].split['state'])
+        self.assertIsNone(vms[1].split)
+
+    def test_libvirt_without_the_split_group(self):
+        vms = self.source(FakeConnection(split_group=False)).domains()
+        self.assertEqual(['vm1', 'vm2'], [vm.name for vm in vms])
+        self.assertEqual([None, None], [vm.split for vm in vms])
+
+
 class ServerTest(testtools.TestCase):
 
     def setUp(self):
