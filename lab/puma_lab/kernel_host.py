@@ -148,6 +148,25 @@ class KernelHost(vm.Guest):
             pass
         return None
 
+    def panic_line(self):
+        """The kernel host's last "Kernel panic" console line, or None.
+
+        Our KVM runs in the kernel host: a panic there may be ours, not
+        TCG's.  It is still a lost machine to the tests, which retry on a
+        new one (2026-11-28: "corrupted stack end detected inside
+        scheduler" once, cause open), but the line goes into the fault's
+        message, so the pytest warning shows it.
+        """
+        found = None
+        try:
+            with open(self.console_log, errors='replace') as f:
+                for line in f:
+                    if 'Kernel panic' in line:
+                        found = line.strip()
+        except FileNotFoundError:
+            pass
+        return found
+
     def healthy(self):
         """Whether the kernel host answers and lost no timer."""
         return self.answers() and not self.lost_timer()
@@ -416,10 +435,12 @@ class NestedGuest:
                     running = False
                 if not running:
                     if not self.host.answers():
+                        panic = self.host.panic_line()
                         raise MachineFault(
                             'L2 guest %s: its kernel host %s does not '
-                            'answer while it boots' % (self.name,
-                                                       self.host.name))
+                            'answer while it boots%s'
+                            % (self.name, self.host.name,
+                               '; its console: ' + panic if panic else ''))
                     lost = self.host.lost_timer()
                     if lost:
                         raise MachineFault(

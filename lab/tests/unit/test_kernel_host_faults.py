@@ -33,11 +33,12 @@ class Host:
     name = 'kh'
 
     def __init__(self, alive=True, answers=True, lost_timer=None,
-                 l2_runs=True):
+                 l2_runs=True, panic=None):
         self._alive = alive
         self._answers = answers
         self._lost_timer = lost_timer
         self._l2_runs = l2_runs
+        self._panic = panic
 
     def alive(self):
         return self._alive
@@ -47,6 +48,9 @@ class Host:
 
     def lost_timer(self):
         return self._lost_timer
+
+    def panic_line(self):
+        return self._panic
 
     def chroot(self, command, timeout=120, check=True):
         if not self.answers():
@@ -195,6 +199,29 @@ def test_a_kernel_host_silent_while_its_guest_boots_is_a_machine_fault(
     with pytest.raises(kernel_host.MachineFault,
                        match='does not answer while it boots'):
         g.wait_booted(timeout=30)
+
+
+def test_a_kernel_host_panic_is_named_in_the_fault(tmp_path, monkeypatch):
+    """CI of 2026-11-28: the kernel host panicked while an L2 guest booted.
+
+    Our KVM runs there, so the panic line goes into the fault's message.
+    """
+    monkeypatch.setattr(kernel_host, 'ALIVE_EVERY', 0)
+    panic = ('[  340.888740] Kernel panic - not syncing: corrupted stack '
+             'end detected inside scheduler')
+    g = booting(tmp_path, STALLED, host_answers=False, panic=panic)
+    with pytest.raises(kernel_host.MachineFault,
+                       match='its console: .*corrupted stack end'):
+        g.wait_booted(timeout=30)
+
+
+def test_kernel_host_panic_line(tmp_path):
+    kh = object.__new__(kernel_host.KernelHost)
+    kh.console_log = str(tmp_path / 'console.log')
+    assert kh.panic_line() is None
+    (tmp_path / 'console.log').write_text(
+        'puma-guest: ready\n[ 3.0] Kernel panic - not syncing: x\n')
+    assert kh.panic_line() == '[ 3.0] Kernel panic - not syncing: x'
 
 
 def test_a_boot_that_panics_is_the_guests_fault(tmp_path):
