@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: Apache-2.0
+"""puma-exporter and a Prometheus server, run on emulated hosts.
+
+:class:`Exporter` runs ``puma_nova.cmd.exporter`` (the Nova environment's
+Python, lab/setup nova) in a host's namespace against that host's
+libvirtd.  :class:`Prometheus` runs Debian's ``prometheus`` in another
+host's namespace, scraping the exporters every second with Puma's alert
+rules (nova_driver/etc/prometheus/puma-alerts.yml), and answers queries
+through its HTTP API from inside that namespace.  Both are registered with
+the lab, which stops them at teardown.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+
+from puma_lab import errors
+from puma_lab import netns
+from puma_lab import nova_compute
+from puma_lab import paths
+
+EXPORTER_PORT = 9736
+PROMETHEUS_PORT = 9090
+RULES = os.path.join(paths.TOP, 'nova_driver', 'etc', 'prometheus',
+                     'puma-alerts.yml')
+
+
+def missing():
+    """None if the exporter test can run, else why not."""
+    if not shutil.which('prometheus'):
+        return ('no prometheus binary (Debian package prometheus: '
+                'lab/setup deps)')
+    return nova_compute.missing()
+
+
+class _Process:
+    """A process in a host's namespace, its output in the lab's logs."""
+
+    def __init__(self, host, name):
+        self.host = host
+        self.dir = host.lab.path(name)
+        self.log = os.path.join(self.dir, 'output.log')
+        self.proc = None
+
+    def _start(self, argv, env=None):
+        os.makedirs(self.dir, exist_ok=True)
+        with open(self.log, 'w') as log:
+            self.proc = subprocess.Popen(
+                ['ip', 'netns', 'exec', self.host.ns] + argv,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        self.host.lab.register(self, 'guest')
+
+    def output(self):
+        with open(self.log, errors='replace') as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Exporter(_Process):
+    """puma-exporter of HOST (its libvirtd), on HOST's address."""
+
+    def __init__(self, host, monitor_details=True):
+        super().__init__(host, 'exporter-%s' % host.name)
+        self.monitor_details = monitor_details
+        self.target = '%s:%d' % (host.addr, EXPORTER_PORT)
+
+    def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        conf = os.path.join(self.dir, 'puma-exporter.conf')
+        with open(conf, 'w') as f:
+            f.write('[puma_exporter]\nlisten_address = %s\nport = %d\n'
+                    'libvirt_uri = %s\nmonitor_details = %s\n'
+                    % (self.host.addr, EXPORTER_PORT, self.host.uri,
+                       str(self.monitor_details).lower()))
+        env = dict(os.environ,
+                   PYTHONPATH=os.path.join(paths.TOP, 'nova_driver'))
+        self._start([nova_compute.python(), '-m', 'puma_nova.cmd.exporter',
+                     '--config-file', conf], env=env)
+        self.wait_serving()
+        return self
+
+    def wait_serving(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            if 'metrics of' in self.output():
+                return
+            time.sleep(0.5)
+        raise errors.LabError('puma-exporter on %s did not start: %s'
+                              % (self.host.name, self.output()[-3000:]))
+
+
+class Prometheus(_Process):
+    """Prometheus on HOST scraping TARGETS each second, with Puma's rules."""
+
+    def __init__(self, host, targets):
+        super().__init__(host, 'prometheus-%s' % host.name)
+        self.targets = list(targets)
+        self.url = 'http://%s:%d' % (host.addr, PROMETHEUS_PORT)
+
+    def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        conf = os.path.join(self.dir, 'prometheus.yml')
+        with open(conf, 'w') as f:
+            json.dump({  # JSON is YAML
+                'global': {'scrape_interval': '1s',
+                           'evaluation_interval': '1s'},
+                'rule_files': [RULES],
+                'scrape_configs': [{
+                    'job_name': 'puma',
+                    'static_configs': [{'targets': self.targets}]}]}, f)
+        self._start(['prometheus', '--config.file', conf,
+                     '--storage.tsdb.path', os.path.join(self.dir, 'data'),
+                     '--web.listen-address',
+                     '%s:%d' % (self.host.addr, PROMETHEUS_PORT)])
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                self.api('status/buildinfo')
+                return self
+            except errors.LabError:
+                time.sleep(1)
+        raise errors.LabError('prometheus on %s did not start: %s'
+                              % (self.host.name, self.output()[-3000:]))
+
+    def api(self, path, **query):
+        """GET /api/v1/PATH?QUERY from inside the host's namespace."""
+        url = '%s/api/v1/%s' % (self.url, path)
+        if query:
+            url += '?' + urllib.parse.urlencode(query)
+        out = netns.run(sys.executable, '-c',
+                        'import sys, urllib.request; sys.stdout.write('
+                        'urllib.request.urlopen(sys.argv[1], timeout=10)'
+                        '.read().decode())', url, ns=self.host.ns, timeout=30)
+        doc = json.loads(out)
+        if doc.get('status') != 'success':
+            raise errors.LabError('prometheus %s: %s' % (path, doc))
+        return doc['data']
+
+    def query(self, expr):
+        """The instant vector of EXPR: [(labels, value)]."""
+        return [(r['metric'], float(r['value'][1]))
+                for r in self.api('query', query=expr)['result']]
+
+    def wait_query(self, expr, timeout=120):
+        """EXPR's vector once it is not empty (a condition holds)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.query(expr)
+            if found:
+                return found
+            time.sleep(1)
+        raise AssertionError('prometheus: %s stayed empty for %ds'
+                             % (expr, timeout))
+
+    def firing(self):
+        """Names of the alerts firing now."""
+        return sorted(a['labels']['alertname']
+                      for a in self.api('alerts')['alerts']
+                      if a['state'] == 'firing')
+
+    def wait_firing(self, name, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if name in self.firing():
+                return
+            time.sleep(1)
+        raise AssertionError('alert %s not firing after %ds: %s'
+                             % (name, timeout, self.api('alerts')))
