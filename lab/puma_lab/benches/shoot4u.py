@@ -181,16 +181,27 @@ class KvmMachine:
         meanwhile (e.g. while the busy guest boots): the caller counts it
         and calls this again.
         """
-        lost = self.busy is not None and (
-            not self.kh.healthy() or not self.busy.running() or
-            self.busy.machine_fault())
-        if lost:
-            quietly(self.busy.stop)
-            self.busy = None
-        if not self.kh.healthy():
-            self.kh.restart()
-        if self.busy is None:
-            self.start_busy()
+        try:
+            lost = self.busy is not None and (
+                not self.kh.healthy() or not self.busy.running() or
+                self.busy.machine_fault())
+            if lost:
+                quietly(self.busy.stop)
+                self.busy = None
+            if not self.kh.healthy():
+                self.kh.restart()
+            if self.busy is None:
+                self.start_busy()
+        except kernel_host.MachineFault:
+            raise
+        except errors.LabError as e:
+            # A command in a kernel host that went silent (2026-11-28: "still
+            # running after 120s" in a new one) is a lost machine too.
+            if self.kh.healthy():
+                raise
+            raise kernel_host.MachineFault(
+                'kernel host %s lost while the machine was made ready: %s'
+                % (self.kh.name, e)) from e
 
     def pair(self, pv, base):
         """One round in a new test guest: BASE mode, then Shoot4U."""

@@ -7,6 +7,7 @@ import contextlib
 import pytest
 
 from puma_lab.benches import shoot4u
+from puma_lab import errors
 from puma_lab import kernel_host
 
 
@@ -75,3 +76,33 @@ def test_too_many_faults_end_the_run(machine):
         shoot4u.run_kvm(ARGS)
     assert m.readies == shoot4u.MACHINE_FAULTS + 1
     assert m.stopped
+
+
+class Host:
+    name = 'kh'
+
+    def __init__(self, healthy):
+        self._healthy = healthy
+
+    def healthy(self):
+        return self._healthy
+
+    def restart(self):
+        raise errors.LabError('guest kh: command pid 321 still running '
+                              'after 120s')
+
+
+def test_a_silent_kernel_host_while_made_ready_is_a_machine_fault():
+    m = object.__new__(shoot4u.KvmMachine)
+    m.kh, m.busy = Host(healthy=False), None
+    with pytest.raises(kernel_host.MachineFault, match='still running'):
+        m.ready()
+
+
+def test_an_error_in_a_sound_kernel_host_is_no_machine_fault():
+    m = object.__new__(shoot4u.KvmMachine)
+    m.kh, m.busy = Host(healthy=True), None
+    m.start_busy = Host(True).restart
+    with pytest.raises(errors.LabError) as e:
+        m.ready()
+    assert not isinstance(e.value, kernel_host.MachineFault)
