@@ -34,7 +34,6 @@ exporter is its own process: it never blocks nova-compute).
 
 from prometheus_client import core
 
-PAGE = 4096
 SPLIT_STATES = ('active', 'degraded', 'paused')
 # Not 'instance': Prometheus gives every sample that label (the target).
 _LABELS = ['domain', 'uuid']
