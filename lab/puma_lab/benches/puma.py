@@ -328,7 +328,8 @@ def settle_puts(lender, borrower, tries=240):
         b, lent = puma_stats(borrower), puma_stats(lender)
         if ('queued=0' in pumactl(borrower, 'peers') and
                 lent['lend_puts'] + lent['lend_drop_nomem'] +
-                lent['lend_drop_capacity'] >= b['puts']):
+                lent['lend_drop_capacity'] +
+                lent['lend_drop_suspended'] >= b['puts']):
             return
         borrower.run('sleep 0.5')
     raise errors.LabError('puts did not reach the lender: %r %r'

@@ -136,13 +136,18 @@ def stream_marks(g, path):
 
 
 def settle_puts(lender, borrower):
-    """Wait until every queued put reached the lender."""
+    """Wait until the lender has taken or refused every queued put.
+
+    A lender that was busy refuses the puts that were on their way when
+    it told the borrower to stop (lend_drop_suspended).
+    """
     for _ in range(120):
         b = stats(borrower)
         lent = stats(lender)
         queued = 'queued=0' in borrower.run('cat /sys/kernel/puma/peers').out
         if queued and lent['lend_puts'] + lent['lend_drop_nomem'] + \
-                lent['lend_drop_capacity'] >= b['puts']:
+                lent['lend_drop_capacity'] + \
+                lent['lend_drop_suspended'] >= b['puts']:
             return b, lent
         borrower.run('sleep 0.5')
     raise AssertionError('puts did not reach the lender: %r %r'
