@@ -11,7 +11,7 @@ _TEMPLATE = """<domain type='qemu'>
   <vcpu>{vcpus}</vcpu>
   <os>
     <type arch='x86_64' machine='q35'>hvm</type>
-    <kernel>{vmlinuz}</kernel>
+    <kernel>{boot_image}</kernel>
     <initrd>{initrd}</initrd>
     <cmdline>{cmdline}</cmdline>
   </os>
@@ -67,7 +67,7 @@ def guest_xml(name, kernel, console, mem_mb=512, vcpus=1, append='',
               % q(share))
     return _TEMPLATE.format(
         name=q(name), mem_mb=int(mem_mb), vcpus=int(vcpus),
-        vmlinuz=q(kernel.vmlinuz), initrd=q(kernel.initrd),
+        boot_image=q(kernel.boot_image), initrd=q(kernel.initrd),
         cmdline=q(cmdline.strip()), emulator=q(paths.qemu_binary()),
         root=q(paths.root_image()), console=q(console),
         kvm_features=kvm,

@@ -137,7 +137,7 @@ class Guest:
                 '-cpu', self.cpu, '-smp', str(self.vcpus),
                 '-m', str(self.mem_mb), '-nodefaults', '-display', 'none',
                 '-no-user-config',
-                '-kernel', self.kernel.vmlinuz, '-initrd', self.kernel.initrd,
+                '-kernel', self.kernel.boot_image, '-initrd', self.kernel.initrd,
                 '-chardev', 'file,id=con0,path=%s' % self.console_log,
                 '-serial', 'chardev:con0',
                 '-qmp', 'unix:%s,server=on,wait=off' % self.qmp_path,

@@ -7,11 +7,13 @@ from puma_lab import domain
 from puma_lab import paths
 
 
-def test_guest_xml_boots_the_lab_kernel(monkeypatch):
+def test_guest_xml_boots_the_lab_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(paths, 'qemu_binary', lambda: '/q/bin/qemu')
     monkeypatch.setattr(paths, 'root_image', lambda: '/img/root.img')
     monkeypatch.setattr(paths, 'image_dir', lambda: '/img')
-    k = paths.Kernel('6.12', '6.12.95+deb12-amd64', '/k')
+    # The ELF vmlinux beside the unpacked root (PVH boot).
+    (tmp_path / 'vmlinux').write_bytes(b'\x7fELF')
+    k = paths.Kernel('6.12', '6.12.95+deb12-amd64', str(tmp_path / 'root'))
     xml = domain.guest_xml("g<1>", k, '/run/c.log', mem_mb=384, vcpus=2,
                            append='x=1')
     root = ElementTree.fromstring(xml)
@@ -19,8 +21,7 @@ def test_guest_xml_boots_the_lab_kernel(monkeypatch):
     assert root.findtext('name') == 'g<1>'
     assert root.findtext('memory') == '384'
     assert root.findtext('vcpu') == '2'
-    assert root.findtext('os/kernel') == \
-        '/k/boot/vmlinuz-6.12.95+deb12-amd64'
+    assert root.findtext('os/kernel') == str(tmp_path / 'vmlinux')
     assert root.findtext('os/initrd') == '/img/initrd-6.12.img'
     assert root.findtext('os/cmdline').endswith('puma.hostname=g<1> x=1')
     disk = root.find('devices/disk')
