@@ -295,6 +295,16 @@ def test_split_migration_force_complete(cloud, small_b):
     """
     uuid, name, rounds = cc.split_server(cloud, 'vm5')
     mig = cc.slow_split(cloud, name, uuid, small_b)
+    # The operator's view of it: Nova's progress (saved by its monitor
+    # every few seconds) beside Puma's split.
+    view = cc.wait_for('Nova\'s progress of the split', lambda: [
+        v for v in [cc.osc(cloud, 'puma', 'migration', 'show', uuid)]
+        if v['Memory Total MB']], cc.SERVER_TIMEOUT)[0]
+    assert (view['Migration Id'], view['Kind'], view['Source Host'],
+            view['Dest Host'], view['Main Host'], view['Sub Hosts'],
+            view['Split State']) == \
+        (mig['Id'], 'split', 'a', 'b', 'b', 'c', 'running'), view
+    assert view['Memory Total MB'] > 0 and view['Remote MB'] > 0, view
     cc.osc(cloud, '--os-compute-api-version', '2.22', 'server', 'migration',
            'force', 'complete', uuid, str(mig['Id']), fmt=False)
     done = cc.wait_for('the migration to end', lambda: [

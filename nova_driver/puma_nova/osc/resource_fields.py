@@ -18,6 +18,10 @@ LEDGER = ('id', 'instance_uuid', 'main_host', 'sub_host', 'mb',
 MEMORY_SERVER = ('instance_uuid', 'host', 'size_mb', 'uri', 'state')
 SPLIT_MIGRATION = ('server', 'main_host', 'sub_host', 'main_limit_mb',
                    'remote_mb', 'state')
+MIGRATION = ('server', 'name', 'migration_id', 'status', 'kind',
+             'source_host', 'dest_host', 'memory_total_mb',
+             'memory_processed_mb', 'memory_remaining_mb', 'main_host',
+             'sub_hosts', 'main_limit_mb', 'remote_mb', 'split_state')
 
 
 def labels(fields):

@@ -25,6 +25,7 @@ from puma_nova.osc import client as puma_client
 from puma_nova.osc import plugin
 from puma_nova.osc.v1 import ledger
 from puma_nova.osc.v1 import memory_server
+from puma_nova.osc.v1 import migration
 from puma_nova.osc.v1 import pair
 from puma_nova.osc.v1 import split
 from puma_nova.tests.unit.sched import base
@@ -38,6 +39,31 @@ class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
 class _QuietHandler(simple_server.WSGIRequestHandler):
     def log_message(self, *args):
         pass
+
+
+class FakeCompute(object):
+    """openstacksdk's compute proxy: one server and its migrations."""
+
+    def __init__(self, server, migrations=()):
+        self.server = server
+        self.migrations = list(migrations)
+
+    def find_server(self, name_or_id, ignore_missing=True):
+        if name_or_id in (self.server.id, self.server.name):
+            return self.server
+        raise exceptions.CommandError('No Server found for %s' % name_or_id)
+
+    def server_migrations(self, server):
+        assert server is self.server
+        return iter(self.migrations)
+
+
+def fake_migration(mid, status='running', total=8 << 30, processed=3 << 30,
+                   remaining=5 << 30, source='src', dest='m'):
+    return types.SimpleNamespace(
+        id=mid, status=status, source_compute=source, dest_compute=dest,
+        memory_total_bytes=total, memory_processed_bytes=processed,
+        memory_remaining_bytes=remaining)
 
 
 class TestOSC(base.TestCase):
@@ -106,6 +132,62 @@ class TestOSC(base.TestCase):
         self.assertEqual([test_api.UUID], self.computes['sub'].stopped)
         self.assertEqual([], list(self.run_cmd(ledger.ListLedger,
                                                ['--active'])[1]))
+
+    def show_migration(self, migrations):
+        server = types.SimpleNamespace(id=test_api.UUID, name='big')
+        self.app.client_manager.sdk_connection = types.SimpleNamespace(
+            compute=FakeCompute(server, migrations))
+        cols, data = self.run_cmd(migration.ShowMigration, ['big'])
+        return dict(zip(cols, data))
+
+    def test_migration_show_of_a_running_split(self):
+        self.run_cmd(split.MigrateSplit, ['big', '--host', 'm'])
+        db_api.ledger_set_state(self.ctxt, test_api.UUID, 'running')
+        shown = self.show_migration([fake_migration(6),
+                                     fake_migration(7)])
+        self.assertEqual({
+            'Server': test_api.UUID, 'Name': 'big', 'Migration Id': 7,
+            'Status': 'running', 'Kind': 'split', 'Source Host': 'src',
+            'Dest Host': 'm', 'Memory Total MB': 8192,
+            'Memory Processed MB': 3072, 'Memory Remaining MB': 5120,
+            'Main Host': 'm', 'Sub Hosts': 'sub', 'Main Limit MB': 4096,
+            'Remote MB': 4096, 'Split State': 'running'}, shown)
+
+    def test_migration_show_of_plain_migrations(self):
+        shown = self.show_migration([fake_migration(3)])
+        self.assertEqual(('precopy', None, None, None),
+                         (shown['Kind'], shown['Main Host'],
+                          shown['Sub Hosts'], shown['Remote MB']))
+        shown = self.show_migration([fake_migration(
+            3, status=migration.POST_COPY_STATUS)])
+        self.assertEqual('post-copy', shown['Kind'])
+
+    def test_migration_show_of_a_split_server_at_rest(self):
+        self.run_cmd(split.MigrateSplit, ['big', '--host', 'm'])
+        db_api.ledger_set_state(self.ctxt, test_api.UUID, 'running')
+        db_api.ledger_set_state(self.ctxt, test_api.UUID, 'done')
+        shown = self.show_migration([])
+        self.assertEqual((None, None, 'm', 'sub', 4096, 'done'),
+                         (shown['Migration Id'], shown['Kind'],
+                          shown['Main Host'], shown['Sub Hosts'],
+                          shown['Remote MB'], shown['Split State']))
+
+    def test_migration_show_without_migration_or_split(self):
+        e = self.assertRaises(exceptions.CommandError, self.show_migration,
+                              [])
+        self.assertIn('big has no live migration in progress and does not '
+                      'run split', str(e))
+
+    def test_migration_view_of_a_mirrored_split(self):
+        server = types.SimpleNamespace(id='u', name='n')
+        entries = [{'main_host': 'm', 'sub_host': s, 'mb': 1024,
+                    'main_limit_mb': 2048, 'state': 'running'}
+                   for s in ('c', 'b')]
+        view = migration.migration_view(server, [fake_migration(1)],
+                                        entries)
+        self.assertEqual(('split', 'b,c', 2048),
+                         (view['kind'], view['sub_hosts'],
+                          view['remote_mb']))
 
     def test_lists_follow_every_page(self):
         self.flags(group='puma_api', max_limit=1)
