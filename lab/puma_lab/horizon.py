@@ -174,11 +174,14 @@ def url(cloud, suffix=''):
     return 'http://%s:%d%s' % (cloud.addr, PORT, suffix)
 
 
-def browse(cloud, shots, user='admin', password=None, timeout=300):
+def browse(cloud, shots, user='admin', password=None, timeout=300,
+           press=None):
     """Log in to Horizon as USER and read Puma's panel in Chromium.
 
-    Screenshots go to the folder SHOTS (emptied first).  Returns the
-    browser script's result (puma_lab.horizon_browser.main).
+    Screenshots go to the folder SHOTS (emptied first).  PRESS, a dict of
+    table, row (object id) and action, presses that row action after the
+    tables were read.  Returns the browser script's result
+    (puma_lab.horizon_browser.main).
     """
     from puma_lab import cloud as cloud_mod
     shutil.rmtree(shots, ignore_errors=True)
@@ -186,7 +189,7 @@ def browse(cloud, shots, user='admin', password=None, timeout=300):
     arg = {'url': url(cloud), 'panel': PANEL_URL, 'user': user,
            'password': password or cloud_mod.PASSWORD, 'shots': shots,
            'chromium': CHROMIUM, 'chromedriver': CHROMEDRIVER,
-           'home': cloud.path('horizon', 'browser-home')}
+           'home': cloud.path('horizon', 'browser-home'), 'press': press}
     out = cloud.run([venv('bin', 'python'), '-m', 'puma_lab.horizon_browser',
                      json.dumps(arg)],
                     env={'PYTHONPATH': os.path.join(paths.TOP, 'lab')},

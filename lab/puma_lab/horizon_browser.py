@@ -6,7 +6,9 @@ environment's Python: ``python -m puma_lab.horizon_browser JSON``.  It
 logs in through Horizon's form, opens the panel, clicks each of its tabs
 and prints one JSON line: the page title, per table its rows (the cells'
 text), the tabs seen, the screenshots taken and every message the
-browser's console logged (level and text).
+browser's console logged (level and text).  With ``press`` (table, row
+and action), it then presses that row action, confirms Horizon's dialog
+and reports the messages the page shows afterwards.
 """
 
 import json
@@ -64,6 +66,34 @@ def tables(d):
     return out
 
 
+def press(d, wait, arg, taken):
+    """Press ARG['press']'s row action, confirm, return the page's alerts.
+
+    A row's further actions sit in a closed dropdown: the button is
+    clicked through the DOM, as Horizon's own handler receives it.
+    Danger actions ask for a confirmation in Horizon's modal first.
+    """
+    p = arg['press']
+    button = d.find_element(By.CSS_SELECTOR, 'button[value="%s__%s__%s"]'
+                            % (p['table'], p['action'], p['row']))
+    danger = 'btn-danger' in button.get_attribute('class')
+    page = d.find_element(By.TAG_NAME, 'html')
+    d.execute_script('arguments[0].click();', button)
+    if danger:
+        confirm = wait.until(ec.element_to_be_clickable(
+            (By.CSS_SELECTOR, '#modal_wrapper .modal .btn-danger')))
+        shot(d, arg, 'confirm', taken)
+        confirm.click()
+    # The form's POST answers with a redirect to the panel, whose
+    # messages Horizon shows as alerts.
+    wait.until(ec.staleness_of(page))
+    alerts = wait.until(lambda x: x.find_elements(
+        By.CSS_SELECTOR, '.messages .alert'))
+    shot(d, arg, 'pressed', taken)
+    return [' '.join(a.get_attribute('textContent').split())
+            for a in alerts]
+
+
 def main(argv):
     arg = json.loads(argv[1])
     os.makedirs(arg['home'], exist_ok=True)
@@ -98,6 +128,8 @@ def main(argv):
             shot(d, arg, 'tab-%s' % tab.get_attribute('data-target')
                  .lstrip('#'), result['screenshots'])
         result['tables'] = tables(d)
+        if arg.get('press'):
+            result['pressed'] = press(d, wait, arg, result['screenshots'])
     except exceptions.WebDriverException as e:
         result['error'] = '%s: %s' % (type(e).__name__, e.msg)
         try:

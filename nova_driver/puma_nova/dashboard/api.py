@@ -9,20 +9,34 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Calls of the Horizon plugin to puma-api: the one place it talks REST.
+"""Calls of the Horizon plugin to puma-api and Nova: the one place it
+talks REST.
 
-The API is found in the user's service catalog (type memory-pool) and
-called with the user's token through the OSC plugin's client.
+puma-api is found in the user's service catalog (type memory-pool) and
+called with the user's token through the OSC plugin's client; Nova's
+migration APIs through Horizon's own novaclient factory.
 """
+
+import types
 
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
+from novaclient import exceptions as nova_exceptions
+from openstack_dashboard.api import _nova
 from openstack_dashboard.api import base
 
 from puma_nova.osc import client as puma_client
 from puma_nova.osc import plugin
+from puma_nova.osc.v1 import migration as migration_cmd
 
 SERVICE_TYPE = plugin.SERVICE_TYPE
+# Progress of a server's migration (2.23), force complete (2.22) and
+# abort (2.24; of a queued or preparing one: 2.65).
+NOVA_MICROVERSION = '2.65'
+# Statuses of a live migration that has not ended (Nova's
+# objects/migration.py and the libvirt driver's post-copy status).
+LIVE_STATUSES = ('queued', 'preparing', 'running',
+                 migration_cmd.POST_COPY_STATUS)
 
 
 def _client(request):
@@ -42,3 +56,45 @@ def ledger_list(request, active=True):
 
 def memory_server_list(request):
     return _client(request).list('memory-servers')
+
+
+def _novaclient(request):
+    return _nova.novaclient(request, NOVA_MICROVERSION)
+
+
+def live_migration_list(request):
+    """The live migrations in progress, each with its progress and split.
+
+    Nova's os-migrations lists them (without progress); each one's
+    progress comes from the server's migrations API and its split from
+    puma-api's ledger.  A migration that ends between the two calls is
+    left out.
+    """
+    nova = _novaclient(request)
+    ledger = {}
+    for entry in ledger_list(request):
+        ledger.setdefault(entry['instance_uuid'], []).append(entry)
+    rows = []
+    for m in nova.migrations.list(migration_type='live-migration'):
+        if m.status not in LIVE_STATUSES:
+            continue
+        try:
+            progress = nova.server_migrations.get(m.instance_uuid, m.id)
+        except nova_exceptions.NotFound:
+            continue
+        server = types.SimpleNamespace(id=m.instance_uuid, name=None)
+        row = migration_cmd.migration_view(
+            server, [progress], ledger.get(m.instance_uuid, []))
+        row['id'] = '%s:%s' % (m.instance_uuid, m.id)
+        rows.append(row)
+    return rows
+
+
+def live_migration_abort(request, server, migration):
+    _novaclient(request).server_migrations.live_migration_abort(server,
+                                                                migration)
+
+
+def live_migration_force_complete(request, server, migration):
+    _novaclient(request).server_migrations.live_migrate_force_complete(
+        server, migration)

@@ -9,10 +9,15 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The Memory Pool panel: its three tables, errors and who sees it."""
+"""The Memory Pool panel: its four tables, actions, errors and who sees
+it."""
+
+import types
+from unittest import mock
 
 from django.urls import reverse
 import horizon
+from novaclient import exceptions as nova_exceptions
 from openstack_dashboard.test import helpers as test
 
 from puma_nova.dashboard import api
@@ -32,6 +37,17 @@ LEDGER = [{'id': 7, 'instance_uuid': 'big-uuid', 'main_host': 'c1',
            'state': 'running'}]
 MEMORY_SERVERS = [{'instance_uuid': 'big-uuid', 'host': 'c3',
                    'size_mb': 2608, 'state': 'active'}]
+LIVE_MIGRATIONS = [
+    {'id': 'big-uuid:12', 'server': 'big-uuid', 'kind': 'split',
+     'status': 'running', 'source_host': 'c0', 'dest_host': 'c1',
+     'memory_total_mb': 4096, 'memory_remaining_mb': 1234,
+     'main_host': 'c1', 'sub_hosts': 'c3', 'remote_mb': 2608},
+    {'id': 'small-uuid:13', 'server': 'small-uuid', 'kind': 'precopy',
+     'status': 'queued', 'source_host': 'c0', 'dest_host': 'c2',
+     'memory_total_mb': None, 'memory_remaining_mb': None,
+     'main_host': None, 'sub_hosts': None, 'remote_mb': None}]
+ALL_APIS = ['pair_list', 'ledger_list', 'memory_server_list',
+            'live_migration_list']
 
 
 class MemoryPoolViewTests(test.BaseAdminViewTests):
@@ -41,28 +57,72 @@ class MemoryPoolViewTests(test.BaseAdminViewTests):
                           list(self.service_catalog) + [PUMA_SERVICE])
         super()._setup_user(**kwargs)
 
-    @test.create_mocks({api: ['pair_list', 'ledger_list',
-                              'memory_server_list']})
-    def test_index_shows_the_three_tables(self):
+    def _mock_all(self):
         self.mock_pair_list.return_value = PAIRS
         self.mock_ledger_list.return_value = LEDGER
         self.mock_memory_server_list.return_value = MEMORY_SERVERS
+        self.mock_live_migration_list.return_value = LIVE_MIGRATIONS
+
+    @test.create_mocks({api: ALL_APIS})
+    def test_index_shows_the_four_tables(self):
+        self._mock_all()
         res = self.client.get(INDEX_URL)
         self.assertTemplateUsed(res, 'memory_pool/index.html')
         tables = res.context['tab_group'].get_tabs()
-        self.assertEqual(['pairs_tab', 'ledger_tab', 'memory_servers_tab'],
+        self.assertEqual(['pairs_tab', 'ledger_tab', 'memory_servers_tab',
+                          'live_migrations_tab'],
                          [t.slug for t in tables])
         content = res.content.decode()
         for text in ('l-uuid', 'b-uuid', '1024', 'big-uuid', '2608',
-                     '1488', 'running', 'active'):
+                     '1488', 'running', 'active', 'split', '1234',
+                     'small-uuid', 'queued'):
             self.assertIn(text, content)
 
-    @test.create_mocks({api: ['pair_list', 'ledger_list',
-                              'memory_server_list']})
+    @test.create_mocks({api: ALL_APIS})
+    def test_row_actions_follow_the_status(self):
+        self._mock_all()
+        content = self.client.get(INDEX_URL).content.decode()
+        # A running migration can be forced or aborted; a queued one only
+        # aborted (Nova refuses to force one that does not run).
+        for name in ('live_migrations__force_complete__big-uuid:12',
+                     'live_migrations__abort__big-uuid:12',
+                     'live_migrations__abort__small-uuid:13'):
+            self.assertIn('value="%s"' % name, content)
+        self.assertNotIn('live_migrations__force_complete__small-uuid:13',
+                         content)
+        # Abort asks for a confirmation (Horizon's danger actions).
+        self.assertIn('id="live_migrations__row_big-uuid:12__action_abort" '
+                      'class="data-table-action btn-danger btn"', content)
+
+    @test.create_mocks({api: ALL_APIS + ['live_migration_abort',
+                                         'live_migration_force_complete']})
+    def test_abort_and_force_complete_call_nova(self):
+        self._mock_all()
+        for action, mocked in (
+                ('abort', self.mock_live_migration_abort),
+                ('force_complete', self.mock_live_migration_force_complete)):
+            res = self.client.post(INDEX_URL, {
+                'action': 'live_migrations__%s__big-uuid:12' % action})
+            self.assertNoFormErrors(res)
+            self.assertRedirectsNoFollow(res, INDEX_URL)
+            mocked.assert_called_once_with(test.IsHttpRequest(),
+                                           'big-uuid', '12')
+
+    @test.create_mocks({api: ALL_APIS + ['live_migration_abort']})
+    def test_refused_abort_is_an_error_message(self):
+        self._mock_all()
+        self.mock_live_migration_abort.side_effect = self.exceptions.nova
+        res = self.client.post(INDEX_URL, {
+            'action': 'live_migrations__abort__big-uuid:12'})
+        self.assertRedirectsNoFollow(res, INDEX_URL)
+        self.assertMessageCount(error=1)
+
+    @test.create_mocks({api: ALL_APIS})
     def test_api_failure_is_reported_not_raised(self):
         self.mock_pair_list.side_effect = self.exceptions.nova
         self.mock_ledger_list.return_value = LEDGER
         self.mock_memory_server_list.return_value = []
+        self.mock_live_migration_list.return_value = []
         res = self.client.get(INDEX_URL)
         self.assertEqual(200, res.status_code)
         self.assertIn('big-uuid', res.content.decode())
@@ -98,3 +158,57 @@ class MemoryPoolNoServiceTests(test.BaseAdminViewTests):
         res = self.client.get(INDEX_URL)
         self.assertEqual(403, res.status_code)
         self.assertTemplateUsed(res, 'not_authorized.html')
+
+
+def _migration(mid, uuid, status):
+    return types.SimpleNamespace(id=mid, instance_uuid=uuid, status=status)
+
+
+def _progress(mid, status, source='c0', dest='c1'):
+    return types.SimpleNamespace(
+        id=mid, status=status, source_compute=source, dest_compute=dest,
+        memory_total_bytes=4096 << 20, memory_processed_bytes=1024 << 20,
+        memory_remaining_bytes=3072 << 20)
+
+
+class LiveMigrationListTests(test.TestCase):
+    """api.live_migration_list on a mocked novaclient."""
+
+    @mock.patch.object(api, 'ledger_list')
+    @mock.patch.object(api._nova, 'novaclient')
+    def test_running_migrations_with_progress_and_split(self, novaclient,
+                                                        ledger_list):
+        nova = novaclient.return_value
+        nova.migrations.list.return_value = [
+            _migration(1, 'done-uuid', 'completed'),
+            _migration(2, 'big-uuid', 'running'),
+            _migration(3, 'pc-uuid', 'running (post-copy)'),
+            _migration(4, 'gone-uuid', 'running')]
+        progress = {2: _progress(2, 'running'),
+                    3: _progress(3, 'running (post-copy)')}
+
+        def get(server, mid):
+            if mid not in progress:
+                raise nova_exceptions.NotFound(404)
+            return progress[mid]
+        nova.server_migrations.get.side_effect = get
+        ledger_list.return_value = LEDGER
+        rows = api.live_migration_list(mock.sentinel.request)
+        novaclient.assert_called_with(mock.sentinel.request,
+                                      api.NOVA_MICROVERSION)
+        nova.migrations.list.assert_called_once_with(
+            migration_type='live-migration')
+        self.assertEqual(
+            [('big-uuid:2', 'split', 4096, 3072, 'c1', 'c3', 2608),
+             ('pc-uuid:3', 'post-copy', 4096, 3072, None, None, None)],
+            [(r['id'], r['kind'], r['memory_total_mb'],
+              r['memory_remaining_mb'], r['main_host'], r['sub_hosts'],
+              r['remote_mb']) for r in rows])
+
+    @mock.patch.object(api._nova, 'novaclient')
+    def test_abort_and_force_complete(self, novaclient):
+        api.live_migration_abort(mock.sentinel.request, 'u', '7')
+        api.live_migration_force_complete(mock.sentinel.request, 'u', '7')
+        sm = novaclient.return_value.server_migrations
+        sm.live_migration_abort.assert_called_once_with('u', '7')
+        sm.live_migrate_force_complete.assert_called_once_with('u', '7')

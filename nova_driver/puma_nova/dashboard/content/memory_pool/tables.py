@@ -12,7 +12,10 @@
 """Tables of the Memory Pool panel (rows are puma-api v1 dicts)."""
 
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext_lazy
 from horizon import tables
+
+from puma_nova.dashboard import api
 
 
 def _get(field):
@@ -68,3 +71,83 @@ class MemoryServersTable(tables.DataTable):
     class Meta(object):
         name = 'memory_servers'
         verbose_name = _('Memory Servers')
+
+
+def _split_id(obj_id):
+    """'SERVER:MIGRATION' -> (server, migration)."""
+    server, _sep, migration = obj_id.rpartition(':')
+    return server, migration
+
+
+class AbortLiveMigration(tables.BatchAction):
+    """Nova's abort of a live migration (a split one included)."""
+
+    name = 'abort'
+    action_type = 'danger'
+    help_text = _('The server stays where it was, with all its memory.')
+
+    @staticmethod
+    def action_present(count):
+        return ngettext_lazy('Abort Live Migration', 'Abort Live Migrations',
+                             count)
+
+    @staticmethod
+    def action_past(count):
+        return ngettext_lazy('Aborted Live Migration',
+                             'Aborted Live Migrations', count)
+
+    def allowed(self, request, datum=None):
+        return datum is None or datum['status'] in (
+            'queued', 'preparing', 'running')
+
+    def action(self, request, obj_id):
+        api.live_migration_abort(request, *_split_id(obj_id))
+
+
+class ForceCompleteLiveMigration(tables.BatchAction):
+    """Nova's force complete: the guest pauses until the move ends."""
+
+    name = 'force_complete'
+    help_text = _('The server pauses until the migration ends.')
+
+    @staticmethod
+    def action_present(count):
+        return ngettext_lazy('Force Complete', 'Force Complete', count)
+
+    @staticmethod
+    def action_past(count):
+        return ngettext_lazy('Forced Completion of Live Migration',
+                             'Forced Completion of Live Migrations', count)
+
+    def allowed(self, request, datum=None):
+        return datum is None or datum['status'] == 'running'
+
+    def action(self, request, obj_id):
+        api.live_migration_force_complete(request, *_split_id(obj_id))
+
+
+class LiveMigrationsTable(tables.DataTable):
+    server = tables.Column(_get('server'), verbose_name=_('Server'))
+    kind = tables.Column(_get('kind'), verbose_name=_('Kind'))
+    status = tables.Column(_get('status'), verbose_name=_('Status'))
+    source_host = tables.Column(_get('source_host'),
+                                verbose_name=_('Source Host'))
+    dest_host = tables.Column(_get('dest_host'),
+                              verbose_name=_('Destination Host'))
+    memory_total_mb = tables.Column(_get('memory_total_mb'),
+                                    verbose_name=_('Memory (MiB)'))
+    memory_remaining_mb = tables.Column(_get('memory_remaining_mb'),
+                                        verbose_name=_('Remaining (MiB)'))
+    main_host = tables.Column(_get('main_host'), verbose_name=_('Main Host'))
+    sub_hosts = tables.Column(_get('sub_hosts'),
+                              verbose_name=_('Sub Hosts'))
+    remote_mb = tables.Column(_get('remote_mb'),
+                              verbose_name=_('Remote (MiB)'))
+
+    def get_object_id(self, datum):
+        return datum['id']
+
+    class Meta(object):
+        name = 'live_migrations'
+        verbose_name = _('Live Migrations')
+        row_actions = (ForceCompleteLiveMigration, AbortLiveMigration)

@@ -62,7 +62,18 @@ class MemoryServersTab(tabs.TableTab):
                      _('Unable to retrieve the memory servers.'))
 
 
+class LiveMigrationsTab(tabs.TableTab):
+    table_classes = (tables.LiveMigrationsTable,)
+    name = tables.LiveMigrationsTable.Meta.verbose_name
+    slug = 'live_migrations_tab'
+    template_name = DETAIL_TABLE
+
+    def get_live_migrations_data(self):
+        return _rows(self.request, api.live_migration_list,
+                     _('Unable to retrieve the live migrations.'))
+
+
 class MemoryPoolTabs(tabs.TabGroup):
     slug = 'memory_pool'
-    tabs = (PairsTab, LedgerTab, MemoryServersTab)
+    tabs = (PairsTab, LedgerTab, MemoryServersTab, LiveMigrationsTab)
     sticky = True
