@@ -58,6 +58,11 @@ def memory_server_list(request):
     return _client(request).list('memory-servers')
 
 
+def ledger_release(request, entry_id):
+    """Release a planned or failed ledger entry (puma-api refuses others)."""
+    return _client(request).release_ledger_entry(entry_id)
+
+
 def _novaclient(request):
     return _nova.novaclient(request, NOVA_MICROVERSION)
 

@@ -108,6 +108,19 @@ class MemoryPoolViewTests(test.BaseAdminViewTests):
             mocked.assert_called_once_with(test.IsHttpRequest(),
                                            'big-uuid', '12')
 
+    @test.create_mocks({api: ALL_APIS + ['ledger_release']})
+    def test_only_planned_or_failed_entries_can_be_released(self):
+        self._mock_all()
+        self.mock_ledger_list.return_value = LEDGER + [
+            dict(LEDGER[0], id=8, state='planned')]
+        content = self.client.get(INDEX_URL).content.decode()
+        self.assertIn('value="ledger__release__8"', content)
+        self.assertNotIn('value="ledger__release__7"', content)
+        res = self.client.post(INDEX_URL, {'action': 'ledger__release__8'})
+        self.assertRedirectsNoFollow(res, INDEX_URL)
+        self.mock_ledger_release.assert_called_once_with(
+            test.IsHttpRequest(), '8')
+
     @test.create_mocks({api: ALL_APIS + ['live_migration_abort']})
     def test_refused_abort_is_an_error_message(self):
         self._mock_all()
@@ -212,3 +225,12 @@ class LiveMigrationListTests(test.TestCase):
         sm = novaclient.return_value.server_migrations
         sm.live_migration_abort.assert_called_once_with('u', '7')
         sm.live_migrate_force_complete.assert_called_once_with('u', '7')
+
+    @mock.patch.object(api, '_client')
+    def test_ledger_release_asks_puma_api(self, client):
+        client.return_value.release_ledger_entry.return_value = {'id': 8}
+        self.assertEqual({'id': 8},
+                         api.ledger_release(mock.sentinel.request, '8'))
+        client.assert_called_once_with(mock.sentinel.request)
+        client.return_value.release_ledger_entry.assert_called_once_with(
+            '8')

@@ -40,6 +40,30 @@ class PairsTable(tables.DataTable):
         verbose_name = _('Lending Pairs')
 
 
+class ReleaseLedgerEntry(tables.BatchAction):
+    """puma-api's release of a split that never started or failed."""
+
+    name = 'release'
+    action_type = 'danger'
+    help_text = _('Gives back the memory the split holds in placement and '
+                  'stops its memory server.')
+
+    @staticmethod
+    def action_present(count):
+        return ngettext_lazy('Release Entry', 'Release Entries', count)
+
+    @staticmethod
+    def action_past(count):
+        return ngettext_lazy('Released Entry', 'Released Entries', count)
+
+    def allowed(self, request, datum=None):
+        # Entries in use (running, done) are refused by puma-api.
+        return datum is None or datum['state'] in ('planned', 'failed')
+
+    def action(self, request, obj_id):
+        api.ledger_release(request, obj_id)
+
+
 class LedgerTable(tables.DataTable):
     instance_uuid = tables.Column(_get('instance_uuid'),
                                   verbose_name=_('Server'))
@@ -56,6 +80,7 @@ class LedgerTable(tables.DataTable):
     class Meta(object):
         name = 'ledger'
         verbose_name = _('Split Migrations')
+        row_actions = (ReleaseLedgerEntry,)
 
 
 class MemoryServersTable(tables.DataTable):
