@@ -53,6 +53,7 @@ from puma_nova import rpc
 from puma_nova.scheduler import rpcapi as scheduler_rpcapi
 from puma_nova.virt import ledger
 from puma_nova.virt import lending_vif
+from puma_nova.virt import page_merging
 from puma_nova.virt import shoot4u
 from puma_nova.virt import split
 
@@ -299,10 +300,12 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             return 'virt_type %s has no KVM features' % CONF.libvirt.virt_type
         return "libvirt does not know <kvm><%s/>" % shoot4u.ELEMENT
 
-    # Lending channel -------------------------------------------------
+    # Lending channel, page merging ----------------------------------
 
     def _get_guest_config(self, instance, *args, **kwargs):
         guest = super()._get_guest_config(instance, *args, **kwargs)
+        if page_merging.opted_out(instance.flavor):
+            page_merging.keep_pages_apart(guest)
         if lending_vif.requested(instance.flavor):
             if not CONF.puma.lending_channel_enabled:
                 raise lending_vif.LendingChannelUnavailable(

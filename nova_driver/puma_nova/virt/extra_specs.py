@@ -44,6 +44,18 @@ EXTRA_SPEC_VALIDATORS = [
         },
     ),
     base.ExtraSpecValidator(
+        name='puma:page_merging',
+        description=(
+            'Whether the host may merge the guest\'s identical pages with '
+            'other VMs\' (KSM). false gives libvirt <nosharepages/>: no '
+            'cross-VM deduplication side channel, and no memory saved by '
+            'merging.'
+        ),
+        value={
+            'type': bool,
+        },
+    ),
+    base.ExtraSpecValidator(
         name='puma:lending',
         description=(
             'Whether the guest gets a lending-channel interface on the '

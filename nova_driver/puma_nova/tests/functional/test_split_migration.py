@@ -728,6 +728,35 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
         self._assert_placement_clean()
 
 
+class PageMergingTest(PumaServersTestBase):
+
+    def _defined(self, spec):
+        defined = []
+        real_define = fakelibvirt.Connection.defineXML
+
+        def define(conn, xml):
+            defined.append(xml)
+            return real_define(conn, xml)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
+                                     ephemeral=0, extra_spec=spec)
+        server = self._boot(flavor)
+        return server, [etree.fromstring(x) for x in defined
+                        if server['id'] in x][-1]
+
+    def test_opted_out_server_is_never_merged(self):
+        server, xml = self._defined({'puma:page_merging': 'false'})
+        self.assertEqual(1, len(xml.findall('./memoryBacking/nosharepages')))
+        # The opt-out travels with the domain XML of a live migration.
+        self._live_migrate(server, 'completed', host='dest')
+
+    def test_default_server_may_be_merged(self):
+        _server, xml = self._defined(None)
+        self.assertEqual([], xml.findall('./memoryBacking/nosharepages'))
+
+
 class ExtraSpecValidationTest(PumaServersTestBase):
 
     def test_puma_namespace_validated(self):
@@ -736,13 +765,15 @@ class ExtraSpecValidationTest(PumaServersTestBase):
         admin = self.api_fixture.admin_api
         admin.microversion = '2.86'
         for spec in ({'puma:split': 'yes'}, {'puma:shoot4u': 'maybe'},
-                     {'puma:splitt': 'allowed'}):
+                     {'puma:splitt': 'allowed'},
+                     {'puma:page_merging': 'maybe'}):
             ex = self.assertRaises(
                 client.OpenStackApiException, admin.post_extra_spec,
                 flavor, {'extra_specs': spec})
             self.assertEqual(400, ex.response.status_code)
         admin.post_extra_spec(flavor, {'extra_specs': {
-            'puma:split': 'allowed', 'puma:shoot4u': 'true'}})
+            'puma:split': 'allowed', 'puma:shoot4u': 'true',
+            'puma:page_merging': 'false'}})
 
 
 class ComputeRPCTest(PumaServersTestBase):
