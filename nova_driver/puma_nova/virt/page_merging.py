@@ -22,6 +22,7 @@ of known content (a cross-VM deduplication side channel).  A flavor with
 never merged, at the cost of the memory merging would have saved.
 """
 
+from nova import exception
 from nova.virt.libvirt import config as vconfig
 from oslo_utils import strutils
 
@@ -29,10 +30,20 @@ EXTRA_SPEC = 'puma:page_merging'
 
 
 def opted_out(flavor):
-    """Whether FLAVOR asks that its servers' pages never be merged."""
+    """Whether FLAVOR asks that its servers' pages never be merged.
+
+    A value that is not a boolean (a flavor made before nova-api
+    validated ``puma:`` keys) fails the boot with that reason rather
+    than letting the pages merge.
+    """
     value = flavor.extra_specs.get(EXTRA_SPEC)
-    return value is not None and not strutils.bool_from_string(
-        value, strict=True)
+    if value is None:
+        return False
+    try:
+        return not strutils.bool_from_string(value, strict=True)
+    except ValueError:
+        raise exception.InvalidInput(
+            reason='%s=%r is not a boolean' % (EXTRA_SPEC, value))
 
 
 def keep_pages_apart(guest):

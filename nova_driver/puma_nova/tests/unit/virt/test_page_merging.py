@@ -11,6 +11,7 @@
 # under the License.
 
 from lxml import etree
+from nova import exception
 from nova import objects
 from nova import test
 from nova.virt.libvirt import config as vconfig
@@ -35,8 +36,10 @@ class PageMergingTest(test.NoDBTestCase):
     def test_bad_value_is_an_error_not_a_default(self):
         # nova-api validates the spec from microversion 2.86; a flavor
         # made before must not silently merge.
-        self.assertRaises(ValueError, page_merging.opted_out,
-                          self._flavor(**{page_merging.EXTRA_SPEC: 'maybe'}))
+        e = self.assertRaises(
+            exception.InvalidInput, page_merging.opted_out,
+            self._flavor(**{page_merging.EXTRA_SPEC: 'maybe'}))
+        self.assertIn("puma:page_merging='maybe' is not a boolean", str(e))
 
     def test_memory_backing_made(self):
         guest = vconfig.LibvirtConfigGuest()
