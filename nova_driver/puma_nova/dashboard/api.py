@@ -70,7 +70,8 @@ def _novaclient(request):
 def live_migration_list(request):
     """The live migrations in progress, each with its progress and split.
 
-    Nova's os-migrations lists them (without progress); each one's
+    Nova's os-migrations lists them (without progress), one status at a
+    time; each one's
     progress comes from the server's migrations API and its split from
     puma-api's ledger.  A migration that ends between the two calls is
     left out.
@@ -79,10 +80,13 @@ def live_migration_list(request):
     ledger = {}
     for entry in ledger_list(request):
         ledger.setdefault(entry['instance_uuid'], []).append(entry)
+    # One query per status that has not ended: a cloud keeps every
+    # migration it ever made.
+    migrations = [m for status in LIVE_STATUSES
+                  for m in nova.migrations.list(
+                      status=status, migration_type='live-migration')]
     rows = []
-    for m in nova.migrations.list(migration_type='live-migration'):
-        if m.status not in LIVE_STATUSES:
-            continue
+    for m in sorted(migrations, key=lambda m: m.id):
         try:
             progress = nova.server_migrations.get(m.instance_uuid, m.id)
         except nova_exceptions.NotFound:

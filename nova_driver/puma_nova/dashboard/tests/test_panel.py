@@ -192,11 +192,12 @@ class LiveMigrationListTests(test.TestCase):
     def test_running_migrations_with_progress_and_split(self, novaclient,
                                                         ledger_list):
         nova = novaclient.return_value
-        nova.migrations.list.return_value = [
-            _migration(1, 'done-uuid', 'completed'),
-            _migration(2, 'big-uuid', 'running'),
-            _migration(3, 'pc-uuid', 'running (post-copy)'),
-            _migration(4, 'gone-uuid', 'running')]
+        listed = {'running': [_migration(4, 'gone-uuid', 'running'),
+                              _migration(2, 'big-uuid', 'running')],
+                  'running (post-copy)': [
+                      _migration(3, 'pc-uuid', 'running (post-copy)')]}
+        nova.migrations.list.side_effect = (
+            lambda status, migration_type: listed.get(status, []))
         progress = {2: _progress(2, 'running'),
                     3: _progress(3, 'running (post-copy)')}
 
@@ -209,8 +210,10 @@ class LiveMigrationListTests(test.TestCase):
         rows = api.live_migration_list(mock.sentinel.request)
         novaclient.assert_called_with(mock.sentinel.request,
                                       api.NOVA_MICROVERSION)
-        nova.migrations.list.assert_called_once_with(
-            migration_type='live-migration')
+        self.assertEqual(
+            [mock.call(status=s, migration_type='live-migration')
+             for s in api.LIVE_STATUSES],
+            nova.migrations.list.call_args_list)
         self.assertEqual(
             [('big-uuid:2', 'split', 4096, 3072, 'c1', 'c3', 2608),
              ('pc-uuid:3', 'post-copy', 4096, 3072, None, None, None)],
