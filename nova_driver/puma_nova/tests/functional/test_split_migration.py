@@ -68,6 +68,19 @@ class PumaServersTestBase(base.LibvirtMigrationMixin,
 
     microversion = '2.74'
     ADMIN_API = True
+
+    def _record_defined_xml(self):
+        """The domain XMLs the fake libvirt is given, in a list kept fresh."""
+        defined = []
+        real_define = fakelibvirt.Connection.defineXML
+
+        def define(conn, xml):
+            defined.append(xml)
+            return real_define(conn, xml)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        return defined
     # Host memory as Nova sees it (total, used) in MiB.
     HOSTS = {
         'src': (16 * GIB, 2 * GIB),
@@ -731,15 +744,7 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
 class PageMergingTest(PumaServersTestBase):
 
     def _defined(self, spec):
-        defined = []
-        real_define = fakelibvirt.Connection.defineXML
-
-        def define(conn, xml):
-            defined.append(xml)
-            return real_define(conn, xml)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        defined = self._record_defined_xml()
         flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
                                      ephemeral=0, extra_spec=spec)
         server = self._boot(flavor)
@@ -851,15 +856,7 @@ class LendingChannelTest(PumaServersTestBase):
 
     def test_interface_and_stats(self):
         self.flags(lending_channel_enabled=True, group='puma')
-        defined = []
-        real_define = fakelibvirt.Connection.defineXML
-
-        def define(conn, xml):
-            defined.append(xml)
-            return real_define(conn, xml)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        defined = self._record_defined_xml()
         server = self._boot(self._flavor())
         xml = [etree.fromstring(x) for x in defined
                if server['id'] in x][-1]
@@ -887,15 +884,7 @@ class LendingChannelTest(PumaServersTestBase):
 class Shoot4UTest(PumaServersTestBase):
 
     def test_feature_in_domain_xml(self):
-        defined = []
-        real_define = fakelibvirt.Connection.defineXML
-
-        def define(conn, xml):
-            defined.append(xml)
-            return real_define(conn, xml)
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        defined = self._record_defined_xml()
         flavor = self._create_flavor(memory_mb=GIB, vcpu=1, disk=1,
                                      ephemeral=0,
                                      extra_spec={'puma:shoot4u': 'true'})
