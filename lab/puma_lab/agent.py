@@ -17,6 +17,15 @@ import time
 from puma_lab import errors
 
 
+# Status polls in a row an agent may answer too late before wait() gives
+# up on it (each waits request_timeout seconds).
+LATE_POLLS_IN_A_ROW = 4
+
+
+class AgentTimeout(errors.LabError):
+    """The agent did not answer one request in time."""
+
+
 class SocketTransport:
     """One request/response per connection on QEMU's agent chardev."""
 
@@ -52,7 +61,7 @@ class SocketTransport:
             line = line.strip(b'\xff \r\n')
             if line:
                 return json.loads(line)
-        raise errors.LabError('guest agent did not answer in time')
+        raise TimeoutError('guest agent did not answer in time')
 
 
 class VirshTransport:
@@ -87,6 +96,8 @@ class GuestAgent:
         # How long one request may take: a guest that is busy (a kernel
         # host running L2 guests under emulated SVM) answers slowly.
         self.request_timeout = request_timeout
+        # Status polls that the agent answered too late (see wait()).
+        self.late_polls = 0
 
     def request(self, execute, timeout=None, **arguments):
         if timeout is None:
@@ -96,6 +107,9 @@ class GuestAgent:
             cmd['arguments'] = arguments
         try:
             reply = self.transport(cmd, timeout)
+        except TimeoutError as e:
+            raise AgentTimeout('guest %s: agent %s did not answer in %ds: %s'
+                               % (self.name, execute, timeout, e)) from e
         except (OSError, ValueError, subprocess.SubprocessError) as e:
             raise errors.LabError('guest %s: agent %s failed: %s'
                                   % (self.name, execute, e)) from e
@@ -128,14 +142,42 @@ class GuestAgent:
         return ExecResult(st.get('exitcode', -st.get('signal', 0)), out, err)
 
     def wait(self, pid, timeout):
+        """PID's result, polled until TIMEOUT seconds have passed.
+
+        A poll the agent does not answer in time is asked again: a guest
+        whose vCPUs are all busy (a workload on every vCPU of an L2 guest
+        under emulated SVM) answers late, not never, and the agent keeps
+        the result until one poll returns it.  A command that never ends
+        still fails at TIMEOUT, and an agent that stopped answering fails
+        after LATE_POLLS_IN_A_ROW polls it did not answer in time.
+        """
         deadline = time.monotonic() + timeout
+        late = in_a_row = 0
         while time.monotonic() < deadline:
-            res = self.status(pid)
+            try:
+                res = self.status(pid)
+            except AgentTimeout:
+                late += 1
+                in_a_row += 1
+                self.late_polls += 1
+                if in_a_row == LATE_POLLS_IN_A_ROW:
+                    raise
+                continue
+            except errors.LabError as e:
+                if not late:
+                    raise
+                # The agent forgets a result once a poll returned it: an
+                # answer that came too late took it along.
+                raise errors.LabError('%s (after %d polls answered too late, '
+                                      'the last may have taken the result)'
+                                      % (e, late)) from e
+            in_a_row = 0
             if res is not None:
                 return res
             time.sleep(0.2)
         raise errors.LabError('guest %s: command pid %d still running after '
-                              '%ds' % (self.name, pid, timeout))
+                              '%ds (%d polls unanswered)'
+                              % (self.name, pid, timeout, late))
 
     def run(self, command, timeout=60, check=True):
         """Run COMMAND to completion; raise on a non-zero exit if CHECK."""

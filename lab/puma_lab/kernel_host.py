@@ -263,33 +263,41 @@ def kvm_modules():
     return prefix
 
 
+# The relay's exit status when the L2 agent did not answer in time.
+RELAY_TIMED_OUT = 124
+
 # Runs in a kernel host's chroot: one request to an L2 guest's agent
 # socket, after a guest-sync that flushes what an earlier client left.
 _QGA_RELAY = r'''
 import json, random, socket, sys
 path, req, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(timeout)
-s.connect(path)
-f = s.makefile("rwb")
-def recv():
-    while True:
-        line = f.readline()
-        if not line:
-            sys.exit("guest agent closed the connection")
-        line = line.strip(b"\xff \r\n")
-        if line:
-            return json.loads(line)
-tok = random.randrange(1, 2 ** 31)
-f.write(json.dumps({"execute": "guest-sync",
-                    "arguments": {"id": tok}}).encode() + b"\n")
-f.flush()
-while recv().get("return") != tok:
-    pass
-f.write(req.encode() + b"\n")
-f.flush()
-print(json.dumps(recv()))
-'''
+def exchange():
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(path)
+    f = s.makefile("rwb")
+    def recv():
+        while True:
+            line = f.readline()
+            if not line:
+                sys.exit("guest agent closed the connection")
+            line = line.strip(b"\xff \r\n")
+            if line:
+                return json.loads(line)
+    tok = random.randrange(1, 2 ** 31)
+    f.write(json.dumps({"execute": "guest-sync",
+                        "arguments": {"id": tok}}).encode() + b"\n")
+    f.flush()
+    while recv().get("return") != tok:
+        pass
+    f.write(req.encode() + b"\n")
+    f.flush()
+    return recv()
+try:
+    print(json.dumps(exchange()))
+except TimeoutError:
+    sys.exit(%d)
+''' % RELAY_TIMED_OUT
 
 
 class NestedTransport:
@@ -305,6 +313,9 @@ class NestedTransport:
                                 shlex.quote(self.path),
                                 shlex.quote(json.dumps(cmd)), timeout),
                              timeout=timeout + REQUEST_TIMEOUT, check=False)
+        if p.rc == RELAY_TIMED_OUT:
+            raise TimeoutError('relay in %s: no answer in %ds'
+                               % (self.host.name, timeout))
         if p.rc != 0:
             raise OSError('relay in %s: %s'
                           % (self.host.name, p.err.strip()[-500:]))
