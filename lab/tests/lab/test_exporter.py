@@ -65,6 +65,12 @@ def test_prometheus_sees_a_split_vm_and_its_lost_server(lab, require):
                     '== 1', timeout=300)
     prom.wait_query('absent(ALERTS{alertname="PumaSplitPaused",'
                     'alertstate="firing"})', timeout=120)
+    # B's pager reconnected and fenced its connection from before the
+    # cut (QEMU patches 54-57), whose unread requests must never run.
+    fences = [line for line in srv.output().splitlines()
+              if 'FENCE vm ' in line]
+    print('memory server:', fences)
+    assert fences, srv.output()[-3000:]
     split.walk(g, 1)
     res = split.stop_workload(g, pid)
     print('memverify:', res.out.strip())
