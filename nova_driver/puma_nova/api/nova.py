@@ -9,12 +9,14 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The Nova calls puma-api makes, behind a small interface.
+"""The Nova calls puma-api and puma-scheduler make, behind an interface.
 
-NovaClient is what the API needs from Nova: look a server up, then ask
-for its live migration to a host.  SDKNovaClient implements it with
-openstacksdk and the [nova] keystoneauth options; tests give the API
-their own implementation.
+NovaClient is what they need from Nova: puma-api looks a server up,
+then asks for its live migration to a host; puma-scheduler reads the
+server's live-migration records to release the split plans of
+migrations Nova failed.  SDKNovaClient implements it with openstacksdk
+and the [nova] keystoneauth options; tests give the services their own
+implementation.
 """
 
 import abc
@@ -24,10 +26,24 @@ from keystoneauth1 import loading as ks_loading
 import openstack
 from openstack import exceptions as sdk_exc
 from oslo_config import cfg
+from oslo_utils import timeutils
 
 from puma_nova import exception
 
 CONF = cfg.CONF
+
+# os-migrations at 2.59: each record's uuid (what `openstack server
+# migration show` names), newest first, paged with links.  Not 2.80: its
+# project filter is the project that asked for the migration, not the
+# server's; the server's uuid filters (all microversions).
+MIGRATIONS_MICROVERSION = '2.59'
+
+
+def _utc(value):
+    """A naive UTC datetime from Nova's ISO 8601 time (None stays)."""
+    if not value:
+        return None
+    return timeutils.normalize_time(timeutils.parse_isotime(value))
 
 
 class NovaClient(metaclass=abc.ABCMeta):
@@ -44,6 +60,21 @@ class NovaClient(metaclass=abc.ABCMeta):
     def live_migrate(self, server_id, host):
         """Ask Nova to live-migrate SERVER_ID to HOST.
 
+        :raises NovaError: Nova refused (its message included) or could
+            not be reached.
+        """
+
+    @abc.abstractmethod
+    def live_migrations(self, server_id):
+        """Nova's live-migration records of server SERVER_ID.
+
+        Needs the os-migrations policies index and index:all_projects
+        (admin by default).
+
+        :returns: [{'uuid', 'status', 'dest_compute', 'created_at',
+            'updated_at'}], newest first (Nova's order); the times are
+            naive UTC datetimes, updated_at None for a record never
+            changed.
         :raises NovaError: Nova refused (its message included) or could
             not be reached.
         """
@@ -91,3 +122,18 @@ class SDKNovaClient(NovaClient):
             raise exception.NovaError(
                 'Nova refused the live migration of server %s to %s: %s' %
                 (server_id, host, e))
+
+    def live_migrations(self, server_id):
+        try:
+            found = list(self.conn.compute.migrations(
+                server_id=server_id, migration_type='live-migration',
+                microversion=MIGRATIONS_MICROVERSION))
+        except (sdk_exc.SDKException, ks_exc.ClientException) as e:
+            raise exception.NovaError(
+                'Nova did not list the live migrations of server %s: %s' %
+                (server_id, e))
+        # Nova's order since 2.59: newest first (created_at, then id).
+        return [{'uuid': m.uuid, 'status': m.status,
+                 'dest_compute': m.dest_compute,
+                 'created_at': _utc(m.created_at),
+                 'updated_at': _utc(m.updated_at)} for m in found]

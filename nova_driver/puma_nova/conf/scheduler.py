@@ -65,9 +65,24 @@ scheduler_opts = [
                     'refused or failed it before the destination took '
                     'it: no valid host, a failed precheck, ...) is '
                     'released by the scheduler\'s periodic task, as are '
-                    'failed splits left unreleased that long.  It must '
+                    'failed splits left unreleased that long (sooner '
+                    'when Nova\'s migration record shows the migration '
+                    'failed: release_failed_migrations).  It must '
                     'exceed the longest time from a plan to the start of '
                     'its migration.'),
+    cfg.BoolOpt('release_failed_migrations', default=True,
+                help='At each periodic run, release the planned and '
+                     'failed split migrations whose live migration Nova '
+                     'ended in failure (its migration record, created '
+                     'or changed since the plan, is error, failed or '
+                     'cancelled, and no live migration of the server is '
+                     'in progress), instead of waiting for plan_ttl.  '
+                     'It reads Nova\'s os-migrations (microversion '
+                     '2.59) with the [nova] credentials, which need '
+                     'Nova\'s os-migrations:index and '
+                     'index:all_projects policies (admin by default).  '
+                     'While Nova cannot be read, plan_ttl alone '
+                     'applies.'),
     cfg.BoolOpt('placement_lending', default=True,
                 help='Write what a split migration lends to its sub '
                      'host\'s MEMORY_MB reserved in placement when the '
@@ -116,8 +131,15 @@ placement_group = cfg.OptGroup(
     help='Session, auth and adapter options (keystoneauth1) of the '
          'placement service, as in Nova\'s own [placement] group.')
 
-# Credentials puma-api uses to ask Nova for live migrations.
-nova_group = cfg.OptGroup('nova', title='Nova client for puma-api')
+# Credentials puma-api uses to ask Nova for live migrations, and
+# puma-scheduler to read Nova's migration records.
+nova_group = cfg.OptGroup(
+    'nova', title='Nova client of puma-api and puma-scheduler',
+    help='Session and auth options (keystoneauth1) of the Nova compute '
+         'API: puma-api asks it for live migrations, puma-scheduler '
+         'reads its migration records ([puma_scheduler] '
+         'release_failed_migrations).  Set the session\'s timeout: '
+         'puma-scheduler reads Nova from its periodic task.')
 nova_opts = [
     cfg.StrOpt('region_name', help='Region of the Nova endpoint.'),
     cfg.StrOpt('endpoint_type', default='public',

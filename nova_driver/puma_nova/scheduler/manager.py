@@ -44,6 +44,7 @@ from puma_nova.objects import host_report
 from puma_nova.planning import lending
 from puma_nova.planning import model
 from puma_nova.planning import split
+from puma_nova.scheduler import failed_plans
 from puma_nova.scheduler import placement as placement_client
 from puma_nova.scheduler import schemas
 
@@ -91,13 +92,18 @@ class SchedulerManager(object):
     :param compute_api: a puma_nova.compute.rpcapi.ComputeAPI.
     :param placement: a scheduler.placement.PlacementLending, or None to
         leave placement to the compute hosts' periodic updates.
+    :param nova: a puma_nova.api.nova.NovaClient to read Nova's
+        migration records with (release_failed_plans), or None.
     """
 
     target = messaging.Target(version='1.4')
 
-    def __init__(self, compute_api, placement=None):
+    def __init__(self, compute_api, placement=None, nova=None):
         self.compute = compute_api
         self.placement = placement
+        self.nova = nova
+        # Nova could not be read at the last try: warned once.
+        self._nova_away = False
         # One planner at a time, also across schedulers on one database.
         self._plan_lock = db_api.PlanGuard()
         # host -> the pair list it last accepted.
@@ -326,6 +332,62 @@ class SchedulerManager(object):
                                                          e['main_host'])
                                   for e in released))
         return [_entry_view(e) for e in released]
+
+    def release_failed_plans(self, ctxt):
+        """Release planned and failed entries whose migration Nova failed.
+
+        The periodic task's other half, before plan_ttl: for each such
+        entry it reads the server's live-migration records in Nova and
+        releases the entry (as expire_plans does) when the newest record
+        changed since the entry was planned ended in failure and no live
+        migration of the server is in progress (failed_plans).  While
+        Nova cannot be read, it warns once and leaves the entries to
+        plan_ttl.
+
+        :returns: the entries released.
+        """
+        if self.nova is None:
+            return []
+        records = {}
+        released = []
+        for entry in db_api.ledger_stale(ctxt, db_api.utcnow()):
+            uuid = entry['instance_uuid']
+            if uuid not in records:
+                try:
+                    records[uuid] = self.nova.live_migrations(uuid)
+                except Exception as e:
+                    # Nova away, or refusing: the rest of this run would
+                    # wait for it too.
+                    self._nova_unreadable(e)
+                    break
+                self._nova_readable()
+            failed = failed_plans.failed_migration(entry, records[uuid])
+            if failed is None or not self._release_stale(ctxt, entry):
+                continue
+            LOG.warning('Released the split plan of %(vm)s (main host '
+                        '%(main)s, ledger entry %(id)s): Nova\'s live '
+                        'migration %(mig)s to %(dest)s ended %(status)s',
+                        {'vm': uuid, 'main': entry['main_host'],
+                         'id': entry['id'], 'mig': failed['uuid'],
+                         'dest': failed['dest_compute'] or 'any host',
+                         'status': failed['status']})
+            released.append(entry)
+        return [_entry_view(e) for e in released]
+
+    def _nova_unreadable(self, error):
+        if not self._nova_away:
+            LOG.warning('Cannot read the live migrations of Nova; split '
+                        'plans of failed migrations are released after '
+                        'plan_ttl only until it answers: %s', error)
+        else:
+            LOG.debug('Nova still cannot be read: %s', error)
+        self._nova_away = True
+
+    def _nova_readable(self):
+        if self._nova_away:
+            LOG.info('Nova answers again: split plans of failed '
+                     'migrations are released at once')
+        self._nova_away = False
 
     def _release_stale(self, ctxt, entry):
         """Release a planned or failed entry, then stop its server.

@@ -13,8 +13,9 @@
 
 Threads: oslo.messaging's 'threading' executor runs the RPC calls; one
 daemon thread runs the periodic tasks every [puma_scheduler]
-planning_interval seconds: a planning round, then the expiry of split
-plans older than plan_ttl.  stop() ends both and waits for them.
+planning_interval seconds: a planning round, the expiry of split plans
+older than plan_ttl, then the release of the plans whose live migration
+Nova failed.  stop() ends both and waits for them.
 """
 
 import threading
@@ -22,6 +23,7 @@ import threading
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from puma_nova.api import nova
 from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova import context
 from puma_nova import rpc
@@ -32,6 +34,13 @@ CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
 
+def nova_client():
+    """The Nova client of release_failed_migrations, or None if off."""
+    if not CONF.puma_scheduler.release_failed_migrations:
+        return None
+    return nova.SDKNovaClient()
+
+
 class SchedulerService(object):
 
     def __init__(self, transport=None):
@@ -39,7 +48,7 @@ class SchedulerService(object):
         self.manager = manager.SchedulerManager(
             compute_rpcapi.ComputeAPI(
                 self.transport, timeout=CONF.puma_scheduler.rpc_timeout),
-            placement=placement.from_conf())
+            placement=placement.from_conf(), nova=nova_client())
         self.server = rpc.get_server(self.transport, rpc.SCHEDULER_TOPIC,
                                      CONF.puma_scheduler.host,
                                      [self.manager])
@@ -59,7 +68,7 @@ class SchedulerService(object):
             self.run_periodic_tasks(ctxt)
 
     def run_periodic_tasks(self, ctxt):
-        """One planning round, then expire stale split plans."""
+        """A planning round, then release stale and failed split plans."""
         try:
             self.manager.run_planning_round(ctxt)
         except Exception:
@@ -69,6 +78,11 @@ class SchedulerService(object):
             self.manager.expire_plans(ctxt)
         except Exception:
             LOG.exception('Expiring stale split plans failed')
+        try:
+            self.manager.release_failed_plans(ctxt)
+        except Exception:
+            LOG.exception('Releasing the split plans of failed '
+                          'migrations failed')
 
     def stop(self):
         """Stop serving; a round in progress gets rpc_timeout to finish."""

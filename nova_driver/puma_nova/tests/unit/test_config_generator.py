@@ -49,7 +49,8 @@ class TestConfigGenerator(testtools.TestCase):
                       'upgrade_levels', 'database', 'keystone_authtoken',
                       'oslo_messaging_rabbit', 'oslo_policy', 'cors'):
             self.assertIn('\n[%s]\n' % group, '\n' + text)
-        for opt in ('planning_interval', 'plan_ttl', 'transport_url',
+        for opt in ('planning_interval', 'plan_ttl',
+                    'release_failed_migrations', 'transport_url',
                     'connection'):
             self.assertIn('#%s = ' % opt, text)
 

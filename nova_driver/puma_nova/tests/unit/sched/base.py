@@ -106,6 +106,33 @@ class FakePlacement(object):
         return {h: mb for h, mb in self.reserved.items() if mb}
 
 
+class FakeNova(object):
+    """Nova's live-migration records per server, as NovaClient reads them.
+
+    ``error``, when set, is raised by every read (Nova unreachable).
+    """
+
+    def __init__(self):
+        self.records = {}
+        self.error = None
+        self.reads = []
+
+    def add(self, server_id, status, created_at, updated_at=None):
+        """Record a live migration of SERVER_ID (the newest); return it."""
+        mid = sum(len(r) for r in self.records.values()) + 1
+        record = {'uuid': 'migration-%d' % mid,
+                  'status': status, 'dest_compute': 'm',
+                  'created_at': created_at, 'updated_at': updated_at}
+        self.records.setdefault(server_id, []).insert(0, record)
+        return record
+
+    def live_migrations(self, server_id):
+        self.reads.append(server_id)
+        if self.error is not None:
+            raise self.error
+        return [dict(r) for r in self.records.get(server_id, ())]
+
+
 class TestCase(testtools.TestCase):
 
     # MariaDBDatabaseFixture in the tests that run on MariaDB too.
@@ -121,6 +148,10 @@ class TestCase(testtools.TestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'puma_nova.scheduler.placement.from_conf',
             lambda: self.placement))
+        # The scheduler service's Nova client (NovaClient.live_migrations).
+        self.nova = FakeNova()
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.scheduler.service.nova_client', lambda: self.nova))
 
     def flags(self, group=None, **kw):
         self.conf.config(group=group, **kw)

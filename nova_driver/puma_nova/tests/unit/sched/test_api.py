@@ -51,6 +51,9 @@ class FakeNova(nova.NovaClient):
             raise self.fail
         self.migrations.append((server_id, host))
 
+    def live_migrations(self, server_id):
+        return []
+
 
 class TestAPI(base.TestCase):
 

@@ -11,17 +11,26 @@
 # under the License.
 """puma-scheduler's RPC API and planning rounds over an in-process bus."""
 
+import datetime
 import functools
+import logging
 from unittest import mock
 
+import fixtures
+
+from puma_nova.api import nova
 from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova.db import api as db_api
+from puma_nova.db import models
 from puma_nova import exception
 from puma_nova.objects import host_report
 from puma_nova import rpc
 from puma_nova.scheduler import manager
 from puma_nova.scheduler import rpcapi
+from puma_nova.scheduler import service
 from puma_nova.tests.unit.sched import base
+
+NOVA_CLIENT = service.nova_client
 
 
 class TestSchedulerRPC(base.TestCase):
@@ -483,6 +492,150 @@ class TestStalePlans(SplitHostsCase):
         old = rpcapi.SchedulerAPI(self.rpc.transport, version_cap='1.1')
         self.assertRaises(exception.SchedulerTooOld, old.release_entry,
                           self.ctxt, second['id'])
+
+
+class TestFailedMigrations(SplitHostsCase):
+    """Plans whose live migration Nova ended in failure are released.
+
+    Nova's migration records (os-migrations, NovaClient.live_migrations)
+    are read at each periodic run, long before plan_ttl (600 s here).
+    """
+
+    def _plan(self, uuid, main='m'):
+        self.api.plan_split(self.ctxt, uuid, 8192, main, 'p1')
+        return [e for e in db_api.ledger_list(self.ctxt, instance_uuid=uuid)
+                if e['state'] == models.PLANNED][-1]
+
+    @staticmethod
+    def _at(entry, seconds):
+        return entry['created_at'] + datetime.timedelta(seconds=seconds)
+
+    def test_plan_of_a_migration_nova_failed_is_released_at_once(self):
+        # puma-api planned, then asked Nova, whose conductor created the
+        # migration and failed it (no valid host, a precheck).
+        for uuid, status in (('i1', 'error'), ('i2', 'cancelled')):
+            entry = self._plan(uuid, main='m' if uuid == 'i1' else 'm2')
+            self.nova.add(uuid, status, self._at(entry, 1),
+                          self._at(entry, 2))
+        self.assertEqual({'near': 4096, 'far': 4096},
+                         self.placement.lent())
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'released'), ('i2', 'released')],
+                         self._states())
+        self.assertEqual({}, db_api.ledger_commitments(self.ctxt))
+        self.assertEqual({}, self.placement.lent())
+        self.assertEqual(['stopped', 'stopped'],
+                         [m['state'] for m in
+                          db_api.memory_server_list(self.ctxt)])
+        # The destination may have started the memory server: stopped.
+        self.assertEqual(['i1'], self.rpc.computes['near'].stopped)
+        self.assertEqual(['i2'], self.rpc.computes['far'].stopped)
+
+    def test_plan_of_a_destination_nova_gave_up_is_released(self):
+        # The destination planned during its checks, after the conductor
+        # created the migration; binding the ports on it failed.
+        entry = self._plan('i1')
+        self.nova.add('i1', 'error', self._at(entry, -3),
+                      self._at(entry, 1))
+        released = self.rpc.service.manager.release_failed_plans(self.ctxt)
+        self.assertEqual([(entry['id'], 'i1', 'm', 'planned')],
+                         [(e['id'], e['instance_uuid'], e['main_host'],
+                           e['state']) for e in released])
+        self.assertEqual([('i1', 'released')], self._states())
+        self.assertEqual(['i1'], self.rpc.computes['near'].stopped)
+
+    def test_failure_in_the_second_of_the_plan_counts(self):
+        # Nova's database keeps whole seconds.
+        entry = self._plan('i1')
+        moment = entry['created_at'].replace(microsecond=0)
+        self.nova.add('i1', 'error', moment, moment)
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'released')], self._states())
+
+    def test_failed_split_left_unreleased_is_released(self):
+        entry = self._plan('i1')
+        self.api.split_state(self.ctxt, 'i1', 'failed')
+        self.nova.add('i1', 'failed', self._at(entry, 1),
+                      self._at(entry, 30))
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'released')], self._states())
+        self.assertEqual(['i1'], self.rpc.computes['near'].stopped)
+
+    def test_migrations_in_progress_or_completed_keep_the_plan(self):
+        for status in ('accepted', 'queued', 'preparing', 'running',
+                       'running (post-copy)', 'completed'):
+            self.nova.records.clear()
+            entry = db_api.ledger_list(self.ctxt, instance_uuid='i1')
+            entry = entry[0] if entry else self._plan('i1')
+            # An earlier attempt failed after the plan; this one goes on
+            # (or went through).
+            self.nova.add('i1', 'error', self._at(entry, 1),
+                          self._at(entry, 2))
+            self.nova.add('i1', status, self._at(entry, 3),
+                          self._at(entry, 4) if status != 'accepted'
+                          else None)
+            self.assertEqual([], self.rpc.service.manager
+                             .release_failed_plans(self.ctxt), status)
+            self.assertEqual([('i1', 'planned')], self._states(), status)
+        self.assertEqual([], self.rpc.computes['near'].stopped)
+
+    def test_running_split_is_never_read_nor_released(self):
+        entry = self._plan('i1')
+        self.api.split_state(self.ctxt, 'i1', 'running')
+        self.nova.add('i1', 'error', self._at(entry, 1), self._at(entry, 2))
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'running')], self._states())
+        self.assertEqual([], self.nova.reads)
+
+    def test_migration_that_ended_before_the_plan_is_ignored(self):
+        # A previous attempt failed; puma-api planned again and has not
+        # asked Nova yet.
+        entry = self._plan('i1')
+        self.nova.add('i1', 'error', self._at(entry, -60),
+                      self._at(entry, -5))
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'planned')], self._states())
+        self.assertEqual(['i1'], self.nova.reads)
+        self.assertEqual([], self.rpc.computes['near'].stopped)
+
+    def test_unreachable_nova_keeps_plans_and_plan_ttl_applies(self):
+        log = self.useFixture(fixtures.FakeLogger(level=logging.INFO))
+        entry = self._plan('i1')
+        self._plan('i2', main='m2')
+        self.nova.add('i1', 'error', self._at(entry, 1), self._at(entry, 2))
+        self.nova.error = exception.NovaError('Nova is away')
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'planned'), ('i2', 'planned')],
+                         self._states())
+        # One read per run: the run stops at the first failure.
+        self.assertEqual(['i1', 'i1'], self.nova.reads)
+        # Warned once, not at every run.
+        self.assertEqual(1, log.output.count('Nova is away'), log.output)
+        # The expiry still releases them.
+        base.age_ledger(601)
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'released'), ('i2', 'released')],
+                         self._states())
+        # Nova answers again: said once.
+        self.nova.error = None
+        self._plan('i1')
+        self.rpc.service.run_periodic_tasks(self.ctxt)
+        self.assertIn('Nova answers again', log.output)
+
+    def test_turned_off_reads_nothing(self):
+        # The service's own choice of client (base.TestCase replaces it).
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.scheduler.service.nova_client', NOVA_CLIENT))
+        self.assertIsInstance(service.nova_client(), nova.SDKNovaClient)
+        self.flags(group='puma_scheduler', release_failed_migrations=False)
+        svc = service.SchedulerService(self.rpc.transport)
+        self.assertIsNone(svc.manager.nova)
+        entry = self._plan('i1')
+        self.nova.add('i1', 'error', self._at(entry, 1), self._at(entry, 2))
+        svc.run_periodic_tasks(self.ctxt)
+        self.assertEqual([('i1', 'planned')], self._states())
+        self.assertEqual([], self.nova.reads)
 
 
 class TestPlacementLending(SplitHostsCase):
