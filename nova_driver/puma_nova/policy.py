@@ -70,25 +70,51 @@ def reset():
 
 
 def _target(ctxt):
-    # The operations act on the whole cloud: the target is the caller's
-    # own project, so an override such as project_id:%(project_id)s
-    # means "any project-scoped token".
+    """The target of a rule that acts on the whole cloud.
+
+    The caller's own project and user: for such a rule, a check such as
+    project_id:%(project_id)s means "any project-scoped token".
+    """
     return {'project_id': ctxt.project_id, 'user_id': ctxt.user_id}
 
 
+def resource_target(project_id):
+    """The target of a rule that acts on a resource of PROJECT_ID.
+
+    As Nova's context.can(rule, target={'project_id':
+    instance.project_id}): project_id:%(project_id)s means "the
+    resource's project is the caller's".
+    """
+    return {'project_id': project_id}
+
+
 def authorize(ctxt, rule, target=None):
-    """Raise Forbidden unless CTXT's credentials pass RULE."""
+    """Raise Forbidden unless CTXT's credentials pass RULE on TARGET.
+
+    TARGET: the resource's (resource_target()); None for an operation on the
+    whole cloud (the caller's own project).
+    """
+    if target is None:
+        target = _target(ctxt)
     try:
-        _enforcer().authorize(rule, target or _target(ctxt), ctxt,
-                              do_raise=True)
+        _enforcer().authorize(rule, target, ctxt, do_raise=True)
     except policy.InvalidScope:
         LOG.debug('%s refused: token scope', rule)
         raise exception.Forbidden(
             'policy %s does not allow this token\'s scope' % rule)
     except policy.PolicyNotAuthorized:
-        LOG.debug('%s refused for user %s project %s roles %s', rule,
-                  ctxt.user_id, ctxt.project_id, ctxt.roles)
+        LOG.debug('%s refused for user %s project %s roles %s on %s',
+                  rule, ctxt.user_id, ctxt.project_id, ctxt.roles, target)
         raise exception.Forbidden('policy does not allow %s' % rule)
+
+
+def allowed(ctxt, rule, target=None):
+    """Whether CTXT passes RULE on TARGET (authorize without raising)."""
+    try:
+        authorize(ctxt, rule, target)
+    except exception.Forbidden:
+        return False
+    return True
 
 
 def check_is_admin(ctxt):
@@ -97,13 +123,47 @@ def check_is_admin(ctxt):
                                  ctxt, do_raise=False)
 
 
+def may_see(ctxt, project_id):
+    """Whether CTXT may see a resource of PROJECT_ID at all.
+
+    Nova's rule (nova.context.is_user_context and the project_only
+    database queries): an administrator sees every project's resources,
+    any other caller only those of its own project.  A resource the
+    caller may not see is answered as one that does not exist (404), so
+    that its existence is not disclosed; one it may see is then checked
+    against its rule (403).
+    """
+    return ctxt.is_admin or (ctxt.project_id is not None and
+                             ctxt.project_id == project_id)
+
+
 def authorized(rule):
-    """Decorator of a v1.Controller action: RULE before anything else."""
+    """Decorator of a v1.Controller action on the whole cloud.
+
+    RULE is checked before anything else, with the caller's own project
+    as target.
+    """
     def wrap(func):
         @functools.wraps(func)
         def wrapped(self, req, ctxt, *args, **kwargs):
             authorize(ctxt, rule)
             return func(self, req, ctxt, *args, **kwargs)
         wrapped.policy_rule = rule
+        wrapped.policy_target = 'caller'
         return wrapped
+    return wrap
+
+
+def checked_in_action(rule):
+    """Decorator of a v1.Controller action that checks RULE itself.
+
+    An action on one resource looks it up, then checks RULE with the
+    resource's project as target (authorize(ctxt, RULE,
+    resource_target(...))), as Nova's actions do; a list may fall back
+    to its caller's own project.  This only names RULE.
+    """
+    def wrap(func):
+        func.policy_rule = rule
+        func.policy_target = 'action'
+        return func
     return wrap

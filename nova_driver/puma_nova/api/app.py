@@ -17,7 +17,9 @@ Pipeline, outermost first:
         -> APIRouter (routes) -> v1.Controller
 
 Each v1.Controller action is authorized by its oslo.policy rule
-(puma_nova.policies) with the request context's credentials.
+(puma_nova.policies) with the request context's credentials; the
+target is the caller's project for a whole-cloud action, the resource's
+project for an action on one resource (puma_nova.policy).
 
 auth_token is left out only with [puma_api] auth_strategy = noauth.
 """
@@ -121,9 +123,14 @@ class APIRouter(object):
         method = getattr(self.controller, match['action'])
         args = {k: v for k, v in match.items() if k != 'action'}
         if match['action'] in self.with_body:
-            # The action's policy (v1, policy.authorized) before the body
-            # is read: a refused caller learns nothing from validation.
-            policy.authorize(ctxt, method.policy_rule)
+            if method.policy_target == 'caller':
+                # A whole-cloud action's policy (policy.authorized)
+                # before the body is read: a refused caller learns
+                # nothing from validation.  An action on a resource
+                # named in its body checks its rule once it has looked
+                # the resource up (policy.checked_in_action), as Nova's
+                # do.
+                policy.authorize(ctxt, method.policy_rule)
             code, doc = method(req, ctxt, CONF, self._body(req), **args)
         else:
             code, doc = method(req, ctxt, CONF, **args)

@@ -145,13 +145,29 @@ class Controller(object):
         return 200, self._page(req, 'memory_servers', rows,
                                MEMORY_SERVER_FIELDS, conf)
 
-    @policy.authorized('puma:ledger:list')
+    @policy.checked_in_action('puma:ledger:list')
     def ledger(self, req, ctxt, conf):
+        """The whole ledger, or the entries of the caller's project.
+
+        As Nova's lists (servers, os-migrations): puma:ledger:list
+        gives every project's entries; a caller it refuses gets its own
+        project's entries if puma:ledger:list:project allows them (no
+        one by default), else the refusal of puma:ledger:list.
+        """
+        project_id = None
+        try:
+            policy.authorize(ctxt, 'puma:ledger:list')
+        except exception.Forbidden:
+            if not policy.allowed(ctxt, 'puma:ledger:list:project',
+                                  policy.resource_target(ctxt.project_id)):
+                raise
+            project_id = ctxt.project_id
         query = dict(req.GET)
         schemas.validate(schemas.LIST_QUERY['ledger'], query, 'query')
         rows = db_api.ledger_list(ctxt, host=query.get('host'),
                                   instance_uuid=query.get('server'),
-                                  active_only=query.get('active') == 'true')
+                                  active_only=query.get('active') == 'true',
+                                  project_id=project_id)
         if query.get('stale') == 'true':
             # What the scheduler's expiry releases: planned or failed
             # longer than plan_ttl.
@@ -160,11 +176,25 @@ class Controller(object):
             rows = [r for r in rows if r['id'] in stale]
         return 200, self._page(req, 'ledger', rows, LEDGER_FIELDS, conf)
 
-    @policy.authorized('puma:ledger:release')
+    @staticmethod
+    def _visible_entry(ctxt, entry_id):
+        """Ledger entry ENTRY_ID if CTXT may see it (else not found)."""
+        entry = db_api.ledger_get(ctxt, entry_id)
+        if not policy.may_see(ctxt, entry['project_id']):
+            raise exception.LedgerNotFound('no ledger entry %s' % entry_id)
+        return entry
+
+    @policy.checked_in_action('puma:ledger:release')
     def release_entry(self, req, ctxt, conf, entry_id):
-        """Release a planned or failed entry through the scheduler."""
+        """Release a planned or failed entry through the scheduler.
+
+        The rule's target is the entry's project.
+        """
+        entry = self._visible_entry(ctxt, int(entry_id))
+        policy.authorize(ctxt, 'puma:ledger:release',
+                         policy.resource_target(entry['project_id']))
         try:
-            self.scheduler.release_entry(ctxt, int(entry_id))
+            self.scheduler.release_entry(ctxt, entry['id'])
         except messaging.RemoteError as e:
             if e.exc_type == 'LedgerNotFound':
                 raise exception.LedgerNotFound(e.value)
@@ -175,7 +205,7 @@ class Controller(object):
             raise _rpc_error(e)
         LOG.info('Ledger entry %s released on request', entry_id)
         return 200, {'ledger_entry': _view(db_api.ledger_get(
-            ctxt, int(entry_id)), LEDGER_FIELDS)}
+            ctxt, entry['id']), LEDGER_FIELDS)}
 
     def _pick_main_host(self, ctxt, conf, server):
         """The live host with the most uncommitted free memory."""
@@ -217,13 +247,21 @@ class Controller(object):
                       '(the scheduler releases it after plan_ttl): %s',
                       server_id, main_host, e)
 
-    @policy.authorized('puma:split_migration:create')
+    @policy.checked_in_action('puma:split_migration:create')
     def split_migrate(self, req, ctxt, conf, body):
+        """Plan a split migration of a server, then ask Nova to move it.
+
+        The rule's target is the server's project; a server the caller
+        may not see (another project's, unless admin) is not found.
+        """
         schemas.validate(schemas.SPLIT_MIGRATION, body, 'request body')
         server = self.nova.get_server(body['server'])
-        if server is None:
+        if server is None or not policy.may_see(ctxt,
+                                                server['project_id']):
             raise exception.ServerNotFound('server %s not found' %
                                            body['server'])
+        policy.authorize(ctxt, 'puma:split_migration:create',
+                         policy.resource_target(server['project_id']))
         if server['status'] != 'ACTIVE':
             raise exception.Conflict(
                 'server %s is %s; only ACTIVE servers can be live-migrated'

@@ -238,10 +238,12 @@ def ledger_create(ctxt, instance_uuid, project_id, main_host, sub_host, mb,
         return _as_dict(row)
 
 
-def ledger_list(ctxt, host=None, instance_uuid=None, active_only=False):
+def ledger_list(ctxt, host=None, instance_uuid=None, active_only=False,
+                project_id=None):
     """Ledger entries, oldest first.
 
     :param host: only entries where HOST is the main or the sub host.
+    :param project_id: only the entries of servers of PROJECT_ID.
     :param active_only: only entries that hold memory (planned, running,
         done).
     """
@@ -254,6 +256,8 @@ def ledger_list(ctxt, host=None, instance_uuid=None, active_only=False):
             q = q.where(models.LedgerEntry.instance_uuid == instance_uuid)
         if active_only:
             q = q.where(models.LedgerEntry.state.in_(models.ACTIVE_STATES))
+        if project_id is not None:
+            q = q.where(models.LedgerEntry.project_id == project_id)
         return [_as_dict(e) for e in session.scalars(q)]
 
 

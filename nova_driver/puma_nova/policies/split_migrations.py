@@ -20,8 +20,13 @@ rules = [
         name='puma:split_migration:create',
         check_str=base.ADMIN_API,
         scope_types=base.PROJECT_SCOPE,
-        description='Plan a split migration of any server and ask Nova '
-                    'to live-migrate it to its main host.',
+        description='Plan a split migration of a server and ask Nova '
+                    'to live-migrate it to its main host.  The target is '
+                    'the server\'s project: e.g. '
+                    '"rule:project_member_or_admin" lets members '
+                    'split-migrate their own project\'s servers.  A '
+                    'caller that is not an administrator gets 404 for a '
+                    'server of another project, as from Nova.',
         operations=[{'method': 'POST', 'path': '/v1/split-migrations'}]),
 ]
 
