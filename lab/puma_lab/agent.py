@@ -96,8 +96,6 @@ class GuestAgent:
         # How long one request may take: a guest that is busy (a kernel
         # host running L2 guests under emulated SVM) answers slowly.
         self.request_timeout = request_timeout
-        # Status polls that the agent answered too late (see wait()).
-        self.late_polls = 0
 
     def request(self, execute, timeout=None, **arguments):
         if timeout is None:
@@ -159,7 +157,6 @@ class GuestAgent:
             except AgentTimeout:
                 late += 1
                 in_a_row += 1
-                self.late_polls += 1
                 if in_a_row == LATE_POLLS_IN_A_ROW:
                     raise
                 continue

@@ -37,11 +37,10 @@ class Transport:
 
 
 def test_late_polls_are_asked_again():
-    ga = agent.GuestAgent(Transport(['late', 'running', 'late', 'done']),
-                          'l2')
-    res = ga.run('true', timeout=30)
+    t = Transport(['late', 'running', 'late', 'done'])
+    res = agent.GuestAgent(t, 'l2').run('true', timeout=30)
     assert (res.rc, res.out) == (0, 'ok')
-    assert ga.late_polls == 2
+    assert t.polls == 4
 
 
 def test_a_command_that_never_ends_fails_at_the_deadline():

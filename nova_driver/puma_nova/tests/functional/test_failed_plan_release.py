@@ -26,9 +26,7 @@ import os
 import fixtures
 from keystoneauth1 import loading as ks_loading
 from nova.api import auth as nova_auth
-from nova.conductor.tasks import live_migrate
 import nova.conf
-from nova import exception
 from nova import rpc as nova_rpc
 from nova.tests.functional.api import client
 
@@ -95,19 +93,7 @@ class FailedMigrationPlanReleaseTest(split_tests.PumaServersTestBase):
                     'shoot4u': False, 'split': True, 'vms': []})
         self._stop_scheduler()
         self.sched_server = scheduler_double.serve(self.manager)
-        # The conductor binds the ports on the destination after its
-        # checks: make that fail on dest.
-        checks = live_migrate.LiveMigrationTask._call_livem_checks_on_host
-
-        def bind_fails_on_dest(task_self, destination, *args, **kwargs):
-            checks(task_self, destination, *args, **kwargs)
-            if destination == 'dest':
-                raise exception.MigrationPreCheckError(
-                    reason='binding the ports on dest failed')
-
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.conductor.tasks.live_migrate.LiveMigrationTask.'
-            '_call_livem_checks_on_host', bind_fails_on_dest))
+        self._fail_port_binding_on('dest')
 
     def _entries(self):
         return [(e['main_host'], e['sub_host'], e['state'])

@@ -230,6 +230,23 @@ class PumaServersTestBase(base.LibvirtMigrationMixin,
                          ['OS-EXT-SRV-ATTR:host'])
         self._assert_placement_clean()
 
+    def _fail_port_binding_on(self, host):
+        """The conductor fails binding the ports on HOST, after its checks.
+
+        HOST's driver has planned by then (its destination checks ran).
+        """
+        checks = live_migrate.LiveMigrationTask._call_livem_checks_on_host
+
+        def bind_fails(task_self, destination, *args, **kwargs):
+            checks(task_self, destination, *args, **kwargs)
+            if destination == host:
+                raise exception.MigrationPreCheckError(
+                    reason='binding the ports on %s failed' % host)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.conductor.tasks.live_migrate.LiveMigrationTask.'
+            '_call_livem_checks_on_host', bind_fails))
+
 
 class SplitLiveMigrationTest(PumaServersTestBase):
 
@@ -565,19 +582,7 @@ class GivenUpDestinationTest(LandsWhereAskedMixin, PumaServersTestBase):
         self.sched.sub_hosts = ['sub', 'sub2']
         self.sched.compute = rpcapi.ComputeAPI(nova_rpc.TRANSPORT,
                                                timeout=10)
-        # The conductor binds the ports on the destination after its
-        # checks: make that fail on dest.
-        task = 'nova.conductor.tasks.live_migrate.LiveMigrationTask.'
-        checks = live_migrate.LiveMigrationTask._call_livem_checks_on_host
-
-        def bind_fails_on_dest(task_self, destination, *args, **kwargs):
-            checks(task_self, destination, *args, **kwargs)
-            if destination == 'dest':
-                raise exception.MigrationPreCheckError(
-                    reason='binding the ports on dest failed')
-
-        self.useFixture(fixtures.MonkeyPatch(
-            task + '_call_livem_checks_on_host', bind_fails_on_dest))
+        self._fail_port_binding_on('dest')
 
     def test_next_destination_supersedes_the_plan(self):
         server = self._boot(self._split_flavor())
