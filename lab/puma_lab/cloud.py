@@ -423,7 +423,8 @@ class Cloud:
             os.makedirs(own, exist_ok=True)
             # Nova's node name is libvirt's host name: one per host.
             h = host_mod.Host(lab, name, hostname=name,
-                              binds=[(own, self.path('instances'))]).start()
+                              binds=[(own, self.path('instances'))],
+                              standard_state_dir=True).start()
             hosts.append(h)
             self.state['hosts'][name] = {'ns': h.ns, 'addr': h.addr,
                                          'libvirtd': h.proc.pid,

@@ -7,6 +7,7 @@ checks raise AssertionError with what they saw; waits end with one after
 their timeout.
 """
 
+import base64
 import hashlib
 import json
 import os
@@ -81,6 +82,9 @@ def guest_image(cloud):
     root = upload(cloud, paths.root_image(), IMAGE, 'raw',
                   '--property', 'kernel_id=%s' % k['id'],
                   '--property', 'ramdisk_id=%s' % r['id'],
+                  # Nova gives the guest a virtio-serial channel for
+                  # qemu-guest-agent, which the image's init starts.
+                  '--property', 'hw_qemu_guest_agent=yes',
                   '--property', 'os_command_line=console=ttyS0 loglevel=4 '
                   'no_timer_check puma.root=/dev/vda puma.workset=%d'
                   % WORKSET_MB)
@@ -147,6 +151,41 @@ def virsh(cloud, host, *args):
     h = cloud.state['hosts'][host]
     return cloud.run([os.path.join(paths.libvirt_prefix(), 'bin', 'virsh'),
                       '-c', h['uri']] + list(args), ns=h['ns'])
+
+
+def agent(cloud, host, domain, execute, timeout=10, **arguments):
+    """One guest agent command to DOMAIN through HOST's libvirtd.
+
+    The channel is the one Nova configured for an image with
+    ``hw_qemu_guest_agent=yes``; returns the command's ``return``.
+    """
+    cmd = {'execute': execute}
+    if arguments:
+        cmd['arguments'] = arguments
+    out = virsh(cloud, host, 'qemu-agent-command', '--timeout', str(timeout),
+                domain, json.dumps(cmd))
+    return json.loads(out)['return']
+
+
+def agent_read(cloud, host, domain, path):
+    """The content of the guest's file PATH, read through its agent."""
+    handle = agent(cloud, host, domain, 'guest-file-open', path=path)
+    try:
+        data = agent(cloud, host, domain, 'guest-file-read', handle=handle,
+                     count=65536)
+    finally:
+        agent(cloud, host, domain, 'guest-file-close', handle=handle)
+    return base64.b64decode(data['buf-b64']).decode()
+
+
+def agent_workset(cloud, host, domain):
+    """The working set's state as the guest writes it (/run/workset).
+
+    The same figures the console lines carry, read through the guest
+    agent instead: ``{'state': 'running', 'rounds': '52', ...}``.
+    """
+    text = agent_read(cloud, host, domain, '/run/workset')
+    return dict(kv.split('=', 1) for kv in text.split())
 
 
 def split_server(cloud, name):

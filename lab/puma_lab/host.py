@@ -36,7 +36,8 @@ class Host:
     for QEMU processes or a memory server started directly.
     """
 
-    def __init__(self, lab, name, libvirtd=True, hostname=None, binds=()):
+    def __init__(self, lab, name, libvirtd=True, hostname=None, binds=(),
+                 standard_state_dir=False):
         self.lab = lab
         # (SOURCE, TARGET) folders bind-mounted in libvirtd's mount
         # namespace too, e.g. the host's own storage on a path every host
@@ -47,6 +48,12 @@ class Host:
         # otherwise it shares the machine's.
         self.hostname = hostname
         self.libvirtd = libvirtd
+        # With STANDARD_STATE_DIR, libvirt's state directory is also seen
+        # at /var/lib/libvirt, where a distribution's libvirt keeps it and
+        # where Nova puts a guest agent's socket
+        # (/var/lib/libvirt/qemu/org.qemu.guest_agent.0.NAME.sock) whatever
+        # libvirt's prefix: see _standard_state_dir().
+        self.standard_state_dir = standard_state_dir
         self.name = name
         self.index = lab.next_index()
         self.ns = '%s-%s' % (lab.ns, name)
@@ -124,6 +131,8 @@ class Host:
         # The default pid file sits outside var/run/libvirt: keep it in.
         for src, target in self.binds:
             binds.append('mount --bind %s %s' % (src, target))
+        if self.standard_state_dir:
+            binds += self._standard_state_dir()
         if self.hostname:
             binds.append('hostname %s' % self.hostname)
         script = ' && '.join(['mount --make-rprivate /'] + binds) + \
@@ -151,6 +160,26 @@ class Host:
                 time.sleep(0.5)
         raise errors.LabError('host %s: libvirtd not ready within %ds: %s'
                               % (self.name, READY_TIMEOUT, last))
+
+    def _standard_state_dir(self):
+        """Commands that show libvirt's state directory at /var/lib/libvirt.
+
+        The machine need not have /var/lib/libvirt (the lab's libvirt lives
+        in its own prefix) and the lab writes nothing outside its own
+        directories: in this host's mount namespace only, /var/lib becomes
+        an overlay whose upper layer is the host's folder, the mount point
+        /var/lib/libvirt is made there, and the host's libvirt state
+        directory is bound onto it.  The machine's /var/lib is unchanged.
+        """
+        upper = os.path.join(self.dir, 'var-lib', 'upper')
+        work = os.path.join(self.dir, 'var-lib', 'work')
+        os.makedirs(upper, exist_ok=True)
+        os.makedirs(work, exist_ok=True)
+        return ['mount -t overlay puma-var-lib -o lowerdir=/var/lib,'
+                'upperdir=%s,workdir=%s /var/lib' % (upper, work),
+                'mkdir -p /var/lib/libvirt',
+                'mount --bind %s /var/lib/libvirt'
+                % os.path.join(self.dir, 'lib')]
 
     def virsh(self, *args, timeout=60, check=True):
         """virsh in this host's namespaces, connected to its libvirtd."""

@@ -19,7 +19,7 @@ switchover, one aborted with ``openstack server migration abort``, one
 ended with ``openstack server migration force complete``.  Every server
 runs a checksummed working set (the guest init's ``puma.workset``,
 reported on the serial console, which the tests read with ``openstack
-console log show``); the helpers
+console log show``, and read through the guest agent too); the helpers
 are in puma_lab.cloud_checks; Horizon, control-plane faults and
 Shoot4U have test modules of their own.  What the cloud tests do not
 cover yet (docs/lab-cloud.md): ports bound by a Neutron agent (servers
@@ -132,7 +132,6 @@ def test_image_upload_server_create_and_live_migration(cloud):
     print('server ACTIVE on %s in %.1f s' % (host, took))
     # The guest's own init (lab/guest/puma-init) writes to the serial
     # console: the kernel, initrd and root file system from Glance booted.
-    # (Without a guest agent channel: see docs/lab-cloud.md.)
     deadline = time.monotonic() + cc.SERVER_TIMEOUT
     log = ''
     while 'puma-guest:' not in log and time.monotonic() < deadline:
@@ -143,6 +142,15 @@ def test_image_upload_server_create_and_live_migration(cloud):
     rounds = cc.verified(cloud, 'vm1')
     name = server['OS-EXT-SRV-ATTR:instance_name']
     assert cc.domains(cloud, host) == [name]
+    # The guest agent answers on the channel Nova made for the image's
+    # hw_qemu_guest_agent=yes, at the socket path Nova chose.
+    xml = cc.virsh(cloud, host, 'dumpxml', name)
+    assert ("/var/lib/libvirt/qemu/org.qemu.guest_agent.0.%s.sock" % name
+            in xml), xml
+    assert cc.agent(cloud, host, name, 'guest-ping') == {}
+    seen = cc.agent_workset(cloud, host, name)
+    print('working set through the guest agent on %s: %s' % (host, seen))
+    assert seen['state'] == 'running', seen
 
     # A live migration through the API (Nova asks Neutron for the port
     # binding extension and the ports, the Puma driver runs in both
@@ -163,8 +171,13 @@ def test_image_upload_server_create_and_live_migration(cloud):
     assert moved['OS-EXT-SRV-ATTR:host'] == dest, moved
     assert cc.domains(cloud, dest) == [name]
     assert cc.domains(cloud, host) == []
-    # The working set checked out after the move, and goes on.
-    cc.verified(cloud, 'vm1', after=rounds)
+    # The working set checked out after the move, and goes on; the agent
+    # answers on the destination's channel.
+    rounds = cc.verified(cloud, 'vm1', after=rounds)
+    seen = cc.agent_workset(cloud, dest, name)
+    print('working set through the guest agent on %s: %s' % (dest, seen))
+    assert seen['state'] == 'running', seen
+    assert int(seen['rounds']) >= rounds, (seen, rounds)
 
     cc.osc(cloud, 'server', 'delete', '--wait', 'vm1', fmt=False)
     assert cc.osc(cloud, 'server', 'list') == []
