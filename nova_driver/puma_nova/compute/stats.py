@@ -14,44 +14,100 @@
 
 Per instance: libvirt's balloon statistics (``virDomainMemoryStats``:
 actual, rss, unused, available, major faults) when the guest has a
-balloon device.
+balloon device, and what the guest itself counts, read through its guest
+agent when it has one (:mod:`puma_nova.compute.guest_agent`):
+
+- ``refaults``: page-cache pages the guest read again from disk after
+  evicting them (``workingset_refault_file`` of ``/proc/vmstat``) since
+  the previous report; without an agent, libvirt's major faults;
+- ``cache_miss_rate``: the share of the pages the guest read from disk
+  in that interval that were such refaults (``pgpgin`` counts KiB read):
+  the reads a remote page cache would have served. 0.0 without an agent;
+- ``puma``: the Puma guest module's counters (``/sys/kernel/puma/stats``)
+  when the module is loaded, else None.
 """
 
 import threading
 
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import units
 
+from puma_nova.compute import guest_agent
+
+CONF = cfg.CONF
 LOG = logging.getLogger(__name__)
 
-# libvirt's major_fault counter is cumulative; the scheduler wants the
-# faults since the previous report.  Last value seen, per instance uuid.
-_last_faults = {}
-_last_faults_lock = threading.Lock()
+PAGE_SIZE = 4096
+
+# The counters below are cumulative; the scheduler wants what happened
+# since the previous report.  Last value seen, per (instance uuid, name).
+_last_totals = {}
+_last_totals_lock = threading.Lock()
 
 
-def _faults_since_last_report(uuid, total):
-    with _last_faults_lock:
-        prev = _last_faults.get(uuid)
-        _last_faults[uuid] = total
+def _since_last_report(uuid, name, total):
+    with _last_totals_lock:
+        prev = _last_totals.get((uuid, name))
+        _last_totals[(uuid, name)] = total
     if prev is None or total < prev:
         # First report, or the guest restarted and its counter with it.
         return 0
     return total - prev
 
 
+def _faults_since_last_report(uuid, total):
+    return _since_last_report(uuid, 'major_fault', total)
+
+
+def retain(uuids):
+    """Forget the totals of instances other than UUIDS (gone from here)."""
+    uuids = set(uuids)
+    with _last_totals_lock:
+        for key in [k for k in _last_totals if k[0] not in uuids]:
+            del _last_totals[key]
+
+
+def _agent_figures(guest, xml):
+    """(refaults, cache_miss_rate, puma counters) from the guest agent.
+
+    None when the guest has no connected agent or its answer is unusable
+    (logged at debug: a tenant may stop its agent at any time).
+    """
+    if not xml or not guest_agent.connected(xml):
+        return None
+    agent = guest_agent.Agent(guest._domain,
+                              CONF.puma.guest_agent_timeout)
+    try:
+        vmstat = guest_agent.read_counters(agent, guest_agent.VMSTAT)
+        counters = guest_agent.read_counters(agent, guest_agent.PUMA_STATS)
+    except guest_agent.AgentError as e:
+        LOG.debug('Puma: no counters from the guest agent of %s: %s',
+                  guest.uuid, e)
+        return None
+    if (vmstat is None or 'workingset_refault_file' not in vmstat or
+            'pgpgin' not in vmstat):
+        LOG.debug('Puma: %s\'s /proc/vmstat lacks workingset_refault_file '
+                  'or pgpgin', guest.uuid)
+        return None
+    refaults = _since_last_report(guest.uuid, 'workingset_refault_file',
+                                  vmstat['workingset_refault_file'])
+    read_pages = _since_last_report(
+        guest.uuid, 'pgpgin', vmstat['pgpgin']) * units.Ki // PAGE_SIZE
+    rate = 0.0
+    if read_pages:
+        rate = min(1.0, refaults / read_pages)
+    return refaults, round(rate, 4), counters
+
+
 def _mb(kib):
     return int(kib) * units.Ki // units.Mi
 
 
-def _lending_address(guest):
+def _lending_address(guest, xml):
     """The guest's lending-channel address, if it has that interface."""
     from puma_nova.virt import lending_vif
-    try:
-        xml = guest._domain.XMLDesc(0)
-    except Exception:
-        return None
-    if lending_vif.mac(guest.uuid) not in xml:
+    if xml is None or lending_vif.mac(guest.uuid) not in xml:
         return None
     return lending_vif.address(guest.uuid)
 
@@ -67,6 +123,10 @@ def guest_stats(guest, instance=None):
         max_kib = guest._domain.info()[1]
     except Exception:
         max_kib = 0
+    try:
+        xml = guest._domain.XMLDesc(0)
+    except Exception:
+        xml = None
     actual = mem.get('actual', max_kib)
     entry = {
         'uuid': guest.uuid,
@@ -74,16 +134,16 @@ def guest_stats(guest, instance=None):
         'memory_mb': _mb(actual),
         'rss_mb': _mb(mem.get('rss', actual)),
         'free_mb': _mb(mem.get('unused', 0)),
-        # Not measured without the guest module's counters.
         'cache_miss_rate': 0.0,
         'refaults': _faults_since_last_report(
             guest.uuid, int(mem.get('major_fault', 0))),
-        # The guest module's counters come from the guest agent once the
-        # module exports them; none are read yet.
         'puma': None,
     }
+    figures = _agent_figures(guest, xml)
+    if figures is not None:
+        entry['refaults'], entry['cache_miss_rate'], entry['puma'] = figures
     # Not part of the 1.0 contract's required keys: the address peers
     # reach this instance at on the lending channel.
-    entry['lending_address'] = _lending_address(guest)
+    entry['lending_address'] = _lending_address(guest, xml)
     entry['lendable'] = entry['lending_address'] is not None
     return entry

@@ -36,6 +36,19 @@ Seconds between two reports of this host's memory statistics to the Puma
 scheduler (``report_host``). 0 disables the periodic report.
 """),
     cfg.IntOpt(
+        'guest_agent_timeout',
+        default=2,
+        min=1,
+        max=30,
+        help="""
+Seconds one guest agent command may take when this host reads an
+instance's own counters for the report (``/proc/vmstat`` and the Puma
+guest module's ``/sys/kernel/puma/stats``, through qemu-guest-agent, for
+instances whose image has ``hw_qemu_guest_agent=yes`` and whose agent is
+connected). A guest that does not answer in time is reported from
+libvirt's statistics alone.
+"""),
+    cfg.IntOpt(
         'rpc_timeout',
         default=30,
         min=1,

@@ -220,9 +220,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             lendable = min(lendable, max(
                 0, CONF.puma.lendable_max_mb -
                 self._puma_memory_servers.served_mb()))
-        vms = []
-        for guest in self._host.list_guests(only_running=True):
-            vms.append(stats.guest_stats(guest))
+        guests = self._host.list_guests(only_running=True)
+        instances = self._puma_instances_by_uuid([g.uuid for g in guests])
+        vms = [stats.guest_stats(g, instances.get(g.uuid)) for g in guests]
+        stats.retain(vm['uuid'] for vm in vms)
         return {
             'memory_mb': total,
             'free_mb': free,
@@ -232,6 +233,26 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             'split': bool(CONF.puma.split_allowed),
             'vms': vms,
         }
+
+    def _puma_instances_by_uuid(self, uuids):
+        """Nova's instances of these guests, by uuid.
+
+        The report names each VM's project (pairs never cross projects);
+        a guest whose instance cannot be read is reported without one and
+        is then never paired.
+        """
+        if not uuids:
+            return {}
+        try:
+            found = objects.InstanceList.get_by_filters(
+                nova_context.get_admin_context(), {'uuid': list(uuids)},
+                expected_attrs=[])
+        except Exception as e:
+            LOG.warning('Puma: the instances of this host\'s guests could '
+                        'not be read (%s); they are reported without a '
+                        'project and not paired', e)
+            return {}
+        return {inst.uuid: inst for inst in found}
 
     # Placement -------------------------------------------------------
 

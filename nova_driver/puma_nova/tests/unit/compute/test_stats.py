@@ -12,9 +12,13 @@
 
 from unittest import mock
 
+import fixtures
+from oslo_config import cfg
 import testtools
 
 from puma_nova.compute import stats
+from puma_nova.conf import compute as puma_conf
+from puma_nova.tests.unit.compute import test_guest_agent
 
 
 def _guest(uuid, major_fault):
@@ -43,3 +47,81 @@ class RefaultsTest(testtools.TestCase):
         stats.guest_stats(_guest(uuid, 5000))
         self.assertEqual(0, stats.guest_stats(_guest(uuid, 10))['refaults'])
         self.assertEqual(5, stats.guest_stats(_guest(uuid, 15))['refaults'])
+
+
+VMSTAT = 'nr_free_pages 100\npgpgin %d\nworkingset_refault_file %d\n'
+
+
+class AgentFiguresTest(testtools.TestCase):
+    """With a connected guest agent the guest's own counters are used."""
+
+    def setUp(self):
+        super().setUp()
+        conf = cfg.ConfigOpts()
+        puma_conf.register_opts(conf)
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.stats.CONF', conf))
+        self.files = {}
+        self.fake = test_guest_agent.FakeAgent(self.files)
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.guest_agent._libvirt_qemu',
+            lambda: mock.Mock(qemuAgentCommand=self.fake)))
+        self.uuid = self.getUniqueString()
+
+    def _guest(self, state='connected'):
+        guest = _guest(self.uuid, 7)
+        guest._domain.XMLDesc.return_value = (test_guest_agent.CONNECTED
+                                              % state)
+        return guest
+
+    def test_refaults_and_miss_rate_from_vmstat(self):
+        instance = mock.Mock(project_id='p1')
+        self.files['/proc/vmstat'] = VMSTAT % (4000, 100)
+        first = stats.guest_stats(self._guest(), instance)
+        self.assertEqual(
+            (0, 0.0, None),
+            (first['refaults'], first['cache_miss_rate'], first['puma']))
+        self.assertEqual('p1', first['project_id'])
+        # 8000 KiB read (2000 pages), 500 of them refaults.
+        self.files['/proc/vmstat'] = VMSTAT % (12000, 600)
+        self.files['/sys/kernel/puma/stats'] = 'gets 10\nhits 9\n'
+        second = stats.guest_stats(self._guest(), instance)
+        self.assertEqual(500, second['refaults'])
+        self.assertEqual(0.25, second['cache_miss_rate'])
+        self.assertEqual({'gets': 10, 'hits': 9}, second['puma'])
+        # Nothing read from disk: no misses.
+        third = stats.guest_stats(self._guest(), instance)
+        self.assertEqual((0, 0.0), (third['refaults'],
+                                    third['cache_miss_rate']))
+
+    def test_the_rate_is_at_most_one(self):
+        self.files['/proc/vmstat'] = VMSTAT % (0, 0)
+        stats.guest_stats(self._guest())
+        # A guest claiming more refaults than pages read.
+        self.files['/proc/vmstat'] = VMSTAT % (4, 1000)
+        self.assertEqual(1.0, stats.guest_stats(
+            self._guest())['cache_miss_rate'])
+
+    def test_no_agent_no_question(self):
+        self.files['/proc/vmstat'] = VMSTAT % (4000, 100)
+        entry = stats.guest_stats(self._guest('disconnected'))
+        self.assertEqual([], self.fake.calls)
+        self.assertEqual((0.0, None), (entry['cache_miss_rate'],
+                                       entry['puma']))
+
+    def test_a_lying_agent_leaves_libvirt_figures(self):
+        stats.guest_stats(_guest(self.uuid, 5))
+        self.files['/proc/vmstat'] = 'pgpgin 1\npgpgin 2\n'
+        entry = stats.guest_stats(self._guest())
+        self.assertEqual(2, entry['refaults'])    # libvirt: 7 - 5
+        self.assertEqual((0.0, None), (entry['cache_miss_rate'],
+                                       entry['puma']))
+        self.assertEqual(3, len(self.fake.calls))
+
+    def test_retain_forgets_guests_that_left(self):
+        self.files['/proc/vmstat'] = VMSTAT % (4000, 100)
+        stats.guest_stats(self._guest())
+        stats.retain([])
+        self.files['/proc/vmstat'] = VMSTAT % (8000, 200)
+        # A first report again: no delta against the forgotten totals.
+        self.assertEqual(0, stats.guest_stats(self._guest())['refaults'])

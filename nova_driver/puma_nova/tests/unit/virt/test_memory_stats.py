@@ -1,0 +1,56 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The host report names each VM's project, from Nova's instances."""
+
+from unittest import mock
+
+from nova import objects
+from nova import test
+
+from puma_nova.virt import driver as puma_driver
+
+
+def _guest(uuid):
+    guest = mock.Mock(uuid=uuid)
+    guest._domain.memoryStats.return_value = {'actual': 524288}
+    guest._domain.XMLDesc.return_value = '<domain/>'
+    return guest
+
+
+class MemoryStatsProjectTest(test.NoDBTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.drv = puma_driver.PumaLibvirtDriver.__new__(
+            puma_driver.PumaLibvirtDriver)
+        self.drv._host = mock.Mock()
+        self.drv._host.get_memory_mb_total.return_value = 4096
+        self.drv._host.get_memory_mb_used.return_value = 1024
+        self.drv._host.list_guests.return_value = [_guest('u1'),
+                                                   _guest('u2')]
+        self.drv._puma_memory_servers = mock.Mock()
+        self.drv._puma_memory_servers.served_mb.return_value = 0
+        self.drv._puma_shoot4u = False
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters')
+    def test_each_vm_has_its_instance_project(self, get):
+        get.return_value = [mock.Mock(uuid='u1', project_id='p1')]
+        vms = self.drv.puma_memory_stats()['vms']
+        self.assertEqual({'u1': 'p1', 'u2': None},
+                         {vm['uuid']: vm['project_id'] for vm in vms})
+        self.assertEqual({'uuid': ['u1', 'u2']}, get.call_args[0][1])
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters',
+                       side_effect=Exception('conductor away'))
+    def test_no_instances_no_projects_no_pairs(self, get):
+        vms = self.drv.puma_memory_stats()['vms']
+        self.assertEqual([None, None], [vm['project_id'] for vm in vms])
