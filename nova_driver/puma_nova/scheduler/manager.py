@@ -40,6 +40,7 @@ from oslo_utils import excutils
 from puma_nova.db import api as db_api
 from puma_nova.db import models
 from puma_nova import exception
+from puma_nova import lending_address
 from puma_nova.objects import host_report
 from puma_nova.planning import lending
 from puma_nova.planning import model
@@ -484,7 +485,6 @@ class SchedulerManager(object):
             plan = lending.plan_pairs(
                 cluster, min_lend_mb=opts.min_lend_mb,
                 max_per_borrower_mb=opts.max_per_borrower_mb)
-            address = {h['name']: h['address'] for h in hosts}
             new = []
             for p in plan.new:
                 lhost = cluster.vms[p.lender].host
@@ -500,15 +500,18 @@ class SchedulerManager(object):
         if plan.new or plan.revoke:
             LOG.info('Planning round: %d pairs kept, %d new, %d revoked',
                      len(plan.keep), len(plan.new), len(plan.revoke))
-        self._push(ctxt, stored, address, plan.revoke, cluster)
+        self._push(ctxt, stored, plan.revoke, cluster)
         return plan
 
-    def _push(self, ctxt, stored, address, revoked, cluster):
+    def _push(self, ctxt, stored, revoked, cluster):
         desired = {}
         for p in stored:
+            # The instances' own addresses on the lending channel, which
+            # the hosts' filters let through and the guests connect to.
             item = {'borrower': p['borrower'], 'lender': p['lender'],
-                    'lender_address': address.get(p['lender_host'], ''),
-                    'borrower_address': address.get(p['borrower_host'], ''),
+                    'lender_address': lending_address.address(p['lender']),
+                    'borrower_address': lending_address.address(
+                        p['borrower']),
                     'capacity_mb': p['capacity_mb'], 'key': p['key']}
             for h in {p['lender_host'], p['borrower_host']}:
                 desired.setdefault(h, []).append(item)

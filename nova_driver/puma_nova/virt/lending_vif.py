@@ -20,19 +20,15 @@ its IPv6 link-local address, which the guest configures by itself when
 the link is up, is known to the host without any address management.
 """
 
-import hashlib
-import ipaddress
-
 from nova import exception
 from nova.i18n import _
 from nova.virt.libvirt import config as vconfig
 from oslo_utils import strutils
 
 from puma_nova.compute import lending
+from puma_nova import lending_address
 
 EXTRA_SPEC = 'puma:lending'
-# Locally administered, unicast; Neutron uses fa:16:3e.
-MAC_PREFIX = (0xfa, 0x16, 0x3f)
 
 
 class LendingChannelUnavailable(exception.InvalidInput):
@@ -45,17 +41,8 @@ def requested(flavor):
     return strutils.bool_from_string(flavor.extra_specs.get(EXTRA_SPEC))
 
 
-def mac(instance_uuid):
-    tail = hashlib.sha256(instance_uuid.encode()).digest()[:3]
-    return ':'.join('%02x' % b for b in MAC_PREFIX + tuple(tail))
-
-
-def address(instance_uuid):
-    """The IPv6 link-local (EUI-64) address of the lending interface."""
-    octets = [int(x, 16) for x in mac(instance_uuid).split(':')]
-    octets[0] ^= 0x02
-    eui = octets[:3] + [0xff, 0xfe] + octets[3:]
-    return str(ipaddress.IPv6Address(bytes([0xfe, 0x80] + [0] * 6 + eui)))
+mac = lending_address.mac
+address = lending_address.address
 
 
 def config(instance_uuid, bridge):

@@ -44,6 +44,7 @@ from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova import context
 from puma_nova.db import api as db_api
 from puma_nova import exception
+from puma_nova import lending_address
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi as scheduler_rpcapi
 from puma_nova.scheduler import service
@@ -302,7 +303,8 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         pairs = {h: d._puma_lending.pairs for h, d in self.drivers.items()}
         self.assertEqual(pairs['h1'], pairs['h2'])
         self.assertEqual(
-            [('lender', 'borrower', '127.0.0.11', '127.0.0.12', 1024)],
+            [('lender', 'borrower', lending_address.address('lender'),
+              lending_address.address('borrower'), 1024)],
             [(p['lender'], p['borrower'], p['lender_address'],
               p['borrower_address'], p['capacity_mb'])
              for p in pairs['h1']])

@@ -36,6 +36,7 @@ from testtools import content
 
 from puma_nova import context
 from puma_nova import exception
+from puma_nova import lending_address
 from puma_nova.osc import client as puma_client
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi
@@ -165,8 +166,10 @@ class TestSchedulerOverRabbitMQ(testtools.TestCase):
         self._wait_for('pairs pushed', lambda: h1 and h2)
         self.assertEqual(h1[-1], h2[-1])
         pair = h1[-1][0]
+        # The instances' own lending-channel addresses, not their hosts'.
         self.assertEqual(
-            ('lender', 'borrower', '127.0.0.11', '127.0.0.12', 1024),
+            ('lender', 'borrower', lending_address.address('lender'),
+             lending_address.address('borrower'), 1024),
             (pair['lender'], pair['borrower'], pair['lender_address'],
              pair['borrower_address'], pair['capacity_mb']))
 

@@ -23,6 +23,7 @@ from puma_nova.compute import rpcapi as compute_rpcapi
 from puma_nova.db import api as db_api
 from puma_nova.db import models
 from puma_nova import exception
+from puma_nova import lending_address
 from puma_nova.objects import host_report
 from puma_nova import rpc
 from puma_nova.scheduler import manager
@@ -340,7 +341,8 @@ class TestPlanningRound(base.TestCase):
         pair = pushed[0][0]
         self.assertEqual(
             {'borrower': 'borrower', 'lender': 'lender',
-             'lender_address': '10.0.0.1', 'borrower_address': '10.0.0.2',
+             'lender_address': lending_address.address('lender'),
+             'borrower_address': lending_address.address('borrower'),
              'capacity_mb': 2048},
             {k: v for k, v in pair.items() if k != 'key'})
         self.assertEqual(32, len(pair['key']))
