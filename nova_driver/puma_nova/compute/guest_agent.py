@@ -31,6 +31,7 @@ project.
 import base64
 import json
 import re
+import time
 from xml.etree import ElementTree
 
 from oslo_log import log as logging
@@ -84,15 +85,15 @@ class Agent(object):
     def __init__(self, domain, timeout, command=None):
         self.domain = domain
         self.timeout = timeout
-        self._command = command
+        self._command = command or _libvirt_qemu().qemuAgentCommand
 
     def execute(self, name, **arguments):
         cmd = {'execute': name}
         if arguments:
             cmd['arguments'] = arguments
-        command = self._command or _libvirt_qemu().qemuAgentCommand
         try:
-            out = command(self.domain, json.dumps(cmd), self.timeout, 0)
+            out = self._command(self.domain, json.dumps(cmd), self.timeout,
+                                0)
         except Exception as e:
             raise AgentError('%s: %s' % (name, e))
         try:
@@ -127,6 +128,48 @@ class Agent(object):
             return raw.decode('ascii')
         except (ValueError, UnicodeDecodeError) as e:
             raise AgentError('guest-file-read: %s' % e)
+
+    def run(self, path, args=(), stdin='', wait=30.0, poll=0.2,
+            max_output=MAX_BYTES):
+        """Run PATH in the guest with STDIN; returns (exit code, out, err).
+
+        Waits at most WAIT seconds for it to end (AgentError after);
+        what it wrote is cut to MAX_OUTPUT bytes each. STDIN goes as the
+        command's input-data, so nothing secret is in its command line.
+        """
+        pid = self.execute('guest-exec', path=path, arg=list(args),
+                           **{'input-data': base64.b64encode(
+                               stdin.encode()).decode(),
+                              'capture-output': True})
+        pid = pid.get('pid') if isinstance(pid, dict) else None
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise AgentError('guest-exec: no pid')
+        deadline = time.monotonic() + wait
+        while True:
+            status = self.execute('guest-exec-status', pid=pid)
+            if not isinstance(status, dict):
+                raise AgentError('guest-exec-status: malformed answer')
+            if status.get('exited'):
+                break
+            if time.monotonic() > deadline:
+                raise AgentError('%s did not end within %.0f s'
+                                 % (path, wait))
+            time.sleep(poll)
+        code = status.get('exitcode')
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = -1
+        return (code, _output(status.get('out-data'), max_output),
+                _output(status.get('err-data'), max_output))
+
+
+def _output(b64, max_bytes):
+    if not isinstance(b64, str):
+        return ''
+    try:
+        raw = base64.b64decode(b64[:(max_bytes + 2) // 3 * 4])
+    except ValueError:
+        return ''
+    return raw[:max_bytes].decode('utf-8', 'replace')
 
 
 def parse_counters(text):

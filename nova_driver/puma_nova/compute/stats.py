@@ -24,10 +24,15 @@ agent when it has one (:mod:`puma_nova.compute.guest_agent`):
   in that interval that were such refaults (``pgpgin`` counts KiB read):
   the reads a remote page cache would have served. 0.0 without an agent;
 - ``puma``: the Puma guest module's counters (``/sys/kernel/puma/stats``)
-  when the module is loaded, else None.
+  when the module is loaded, else None;
+- ``lendable``: the guest has the lending interface and is idle: its CPU
+  use since the previous report (libvirt's CPU time, measured by the
+  host) below ``[puma] lender_max_cpu_percent``, and the module, if
+  loaded, not reporting its lender busy.
 """
 
 import threading
+import time
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -112,17 +117,59 @@ def _lending_address(guest, xml):
     return lending_vif.address(guest.uuid)
 
 
-def guest_stats(guest, instance=None):
+def _cpu_percent(uuid, info, vcpus, now):
+    """The guest's CPU use since the previous report, % of its VCPUS.
+
+    From libvirt's domain info (CPU time in ns), measured by the host:
+    the guest cannot make it look lower. None on the first report of a
+    guest, or when info is missing.
+    """
+    try:
+        vcpus, cpu_ns = int(vcpus), int(info[4])
+    except (TypeError, IndexError, ValueError):
+        return None
+    with _last_totals_lock:
+        prev = _last_totals.get((uuid, 'cpu'))
+        _last_totals[(uuid, 'cpu')] = (cpu_ns, now)
+    if prev is None or cpu_ns < prev[0] or now <= prev[1] or vcpus < 1:
+        return None
+    return 100.0 * (cpu_ns - prev[0]) / ((now - prev[1]) * 1e9 * vcpus)
+
+
+def _vcpus(instance, info):
+    """The guest's vCPUs: its flavor's, else libvirt's domain info."""
+    flavor = getattr(instance, 'flavor', None)
+    if flavor is not None:
+        return flavor.vcpus
+    return info[3] if info else None
+
+
+def _idle(cpu_percent, counters):
+    """Whether a guest may lend.
+
+    Its CPU is quiet and, with the Puma module, its lender is not busy
+    (the module's own activity detector, ``lender_busy``).
+    """
+    if cpu_percent is None:
+        return False
+    if counters and counters.get('lender_busy'):
+        return False
+    return cpu_percent < CONF.puma.lender_max_cpu_percent
+
+
+def guest_stats(guest, instance=None, now=None):
     """The report_host 'vms' entry of one libvirt guest."""
+    now = time.monotonic() if now is None else now
     try:
         mem = guest._domain.memoryStats()
     except Exception as e:
         LOG.debug('No memory statistics for %s: %s', guest.uuid, e)
         mem = {}
     try:
-        max_kib = guest._domain.info()[1]
+        info = guest._domain.info()
+        max_kib = info[1]
     except Exception:
-        max_kib = 0
+        info, max_kib = None, 0
     try:
         xml = guest._domain.XMLDesc(0)
     except Exception:
@@ -145,5 +192,11 @@ def guest_stats(guest, instance=None):
     # Not part of the 1.0 contract's required keys: the address peers
     # reach this instance at on the lending channel.
     entry['lending_address'] = _lending_address(guest, xml)
-    entry['lendable'] = entry['lending_address'] is not None
+    # An idle guest on the lending channel lends: the scheduler pairs it
+    # with busy guests of its project that miss cache, and revokes the
+    # pair once a report says it is no longer idle.
+    entry['lendable'] = (entry['lending_address'] is not None and
+                         _idle(_cpu_percent(guest.uuid, info,
+                                            _vcpus(instance, info), now),
+                               entry['puma']))
     return entry

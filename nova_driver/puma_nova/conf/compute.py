@@ -48,6 +48,20 @@ instances whose image has ``hw_qemu_guest_agent=yes`` and whose agent is
 connected). A guest that does not answer in time is reported from
 libvirt's statistics alone.
 """),
+    cfg.FloatOpt(
+        'lender_max_cpu_percent',
+        default=10.0,
+        min=0.0,
+        max=100.0,
+        help="""
+An instance on the cache-lending channel is reported as an idle lender
+while its CPU use since the previous report, in percent of its vCPUs
+(libvirt's CPU time, measured by the host), stays below this, and the
+Puma guest module, if loaded, does not report its lender busy. A lender
+that gets busier loses its pairs at the next planning round after the
+report that says so; its guest module suspends lending by itself before
+that.
+"""),
     cfg.IntOpt(
         'rpc_timeout',
         default=30,
@@ -162,6 +176,22 @@ lender/borrower pairs talk to each other.
         default=False,
         help='Whether this host attaches lending-channel interfaces and '
              'programs the nftables filter for the lending pairs.'),
+    cfg.PortOpt(
+        'lending_port',
+        default=7400,
+        help="""
+TCP port the Puma guest module of a lender listens on (the module's
+default). Borrowers on this host are told to reach their lenders there.
+"""),
+    cfg.BoolOpt(
+        'lending_tell_guests',
+        default=True,
+        help="""
+Whether this host tells its instances of their lending pairs: it runs
+``puma-pairs`` (shipped with the Puma guest module) in each instance of
+a pair through its qemu-guest-agent, with the pair keys on its standard
+input. Without it the guests must learn their pairs otherwise.
+"""),
 ]
 
 

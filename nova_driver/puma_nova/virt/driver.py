@@ -43,6 +43,7 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import excutils
 
+from puma_nova.compute import guest_pairs
 from puma_nova.compute import lending
 from puma_nova.compute import manager
 from puma_nova.compute import memory_server
@@ -86,6 +87,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._puma_local = threading.local()
         self._puma_memory_servers = None
         self._puma_lending = None
+        self._puma_guest_pairs = None
+        self._puma_guest_teller = None
         self._puma_rpc_server = None
         self._puma_stop = threading.Event()
         self._puma_reporter = None
@@ -113,6 +116,9 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._puma_lending = lending.LendingChannel(
             CONF.puma.lending_bridge, CONF.puma.lending_table,
             enabled=CONF.puma.lending_channel_enabled)
+        self._puma_guest_pairs = guest_pairs.GuestPairs(
+            self._puma_domain_by_uuid, CONF.puma.lending_port,
+            CONF.puma.guest_agent_timeout)
         self._puma_shoot4u = (
             CONF.puma.shoot4u_allowed and
             CONF.libvirt.virt_type in ('qemu', 'kvm') and
@@ -128,6 +134,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 target=self._puma_report_loop, name='puma-report',
                 daemon=True)
             self._puma_reporter.start()
+        if CONF.puma.lending_tell_guests:
+            self._puma_guest_teller = threading.Thread(
+                target=self._puma_guest_pairs_loop, name='puma-guest-pairs',
+                daemon=True)
+            self._puma_guest_teller.start()
         LOG.info('Puma: serving %s on %s (Shoot4U %s, split %s)',
                  rpc.COMPUTE_TOPIC, host,
                  'available' if self._puma_shoot4u else 'unavailable',
@@ -139,9 +150,12 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._puma_rpc_server.stop()
             self._puma_rpc_server.wait()
             self._puma_rpc_server = None
-        if self._puma_reporter is not None:
-            self._puma_reporter.join(CONF.puma.rpc_timeout)
-            self._puma_reporter = None
+        if self._puma_guest_pairs is not None:
+            self._puma_guest_pairs.changed.set()
+        for thread in (self._puma_reporter, self._puma_guest_teller):
+            if thread is not None:
+                thread.join(CONF.puma.rpc_timeout)
+        self._puma_reporter = self._puma_guest_teller = None
         super().cleanup_host(host)
 
     def _puma_report_loop(self):
@@ -153,6 +167,26 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             except Exception as e:
                 LOG.warning('Puma: memory report to the scheduler failed: '
                             '%s', e)
+
+    def _puma_guest_pairs_loop(self):
+        # Woken by new pairs; failed guests are tried again at least
+        # every report interval (or minute).
+        retry = CONF.puma.report_interval or 60
+        while not self._puma_stop.is_set():
+            self._puma_guest_pairs.changed.wait(retry)
+            if self._puma_stop.is_set():
+                return
+            try:
+                self._puma_guest_pairs.sync()
+            except Exception:
+                LOG.exception('Puma: telling guests of their pairs failed')
+
+    def _puma_domain_by_uuid(self, uuid):
+        """The libvirt domain of instance UUID on this host, or None."""
+        try:
+            return self._host.get_connection().lookupByUUIDString(uuid)
+        except Exception:
+            return None
 
     # Both clients use Nova's transport, which Nova sets up only after it
     # loaded the driver.
@@ -198,6 +232,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
     def puma_apply_pairs(self, pairs):
         self._puma_lending.apply(pairs)
+        if self._puma_guest_pairs is not None:
+            self._puma_guest_pairs.set_pairs(self._puma_lending.pairs)
 
     def puma_split_plan(self, instance_uuid, migration_uuid=None):
         with self._puma_plans_lock:
@@ -246,7 +282,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         try:
             found = objects.InstanceList.get_by_filters(
                 nova_context.get_admin_context(), {'uuid': list(uuids)},
-                expected_attrs=[])
+                expected_attrs=['flavor'])
         except Exception as e:
             LOG.warning('Puma: the instances of this host\'s guests could '
                         'not be read (%s); they are reported without a '

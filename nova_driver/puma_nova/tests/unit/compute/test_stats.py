@@ -18,6 +18,7 @@ import testtools
 
 from puma_nova.compute import stats
 from puma_nova.conf import compute as puma_conf
+from puma_nova import lending_address
 from puma_nova.tests.unit.compute import test_guest_agent
 
 
@@ -125,3 +126,57 @@ class AgentFiguresTest(testtools.TestCase):
         self.files['/proc/vmstat'] = VMSTAT % (8000, 200)
         # A first report again: no delta against the forgotten totals.
         self.assertEqual(0, stats.guest_stats(self._guest())['refaults'])
+
+
+class LendableTest(testtools.TestCase):
+    """Only an idle guest on the lending channel is offered as a lender."""
+
+    def setUp(self):
+        super().setUp()
+        conf = cfg.ConfigOpts()
+        puma_conf.register_opts(conf)
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.stats.CONF', conf))
+        self.uuid = self.getUniqueString()
+        self.files = {}
+        fake = test_guest_agent.FakeAgent(self.files)
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.guest_agent._libvirt_qemu',
+            lambda: mock.Mock(qemuAgentCommand=fake)))
+
+    def _report(self, cpu_s, at_s, nic=True, vcpus=2):
+        guest = _guest(self.uuid, 0)
+        xml = test_guest_agent.CONNECTED % 'connected'
+        if nic:
+            xml = xml.replace('</devices>', "<interface><mac address='%s'/>"
+                              "</interface></devices>"
+                              % lending_address.mac(self.uuid))
+        guest._domain.XMLDesc.return_value = xml
+        guest._domain.info.return_value = [1, 524288, 524288, vcpus,
+                                           int(cpu_s * 1e9)]
+        return stats.guest_stats(guest, now=at_s)
+
+    def test_idle_after_a_quiet_interval(self):
+        first = self._report(10.0, 100.0)
+        self.assertEqual(lending_address.address(self.uuid),
+                         first['lending_address'])
+        # Nothing to compare with yet: not offered.
+        self.assertFalse(first['lendable'])
+        # 0.5 s of CPU over 10 s on 2 vCPUs: 2.5 %.
+        self.assertTrue(self._report(10.5, 110.0)['lendable'])
+        # 3 s over 10 s on 2 vCPUs: 15 %, above the 10 % default.
+        self.assertFalse(self._report(13.5, 120.0)['lendable'])
+
+    def test_busy_module_is_not_idle(self):
+        self._report(10.0, 100.0)
+        self.files['/proc/vmstat'] = VMSTAT % (0, 0)
+        self.files['/sys/kernel/puma/stats'] = 'lender_busy 1\n'
+        self.assertFalse(self._report(10.0, 110.0)['lendable'])
+        self.files['/sys/kernel/puma/stats'] = 'lender_busy 0\n'
+        self.assertTrue(self._report(10.0, 120.0)['lendable'])
+
+    def test_no_lending_interface_never_lends(self):
+        self._report(10.0, 100.0, nic=False)
+        entry = self._report(10.0, 110.0, nic=False)
+        self.assertEqual((None, False), (entry['lending_address'],
+                                         entry['lendable']))
