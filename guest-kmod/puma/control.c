@@ -7,8 +7,9 @@
  *                   its connections (lenders are removed, as by "del");
  *                   borrowing fails without AES-GCM (seal.c)
  *   key             default secret for the handshake (write only)
- *   borrower_keys   lender: the key of each borrower, by its IPv4 address;
- *                   write "add IP KEY" or "del IP", read: the addresses
+ *   borrower_keys   lender: the key of each borrower, by its address
+ *                   (IPv4, or IPv6 with a link-local scope: addr.c);
+ *                   write "add ADDR KEY" or "del ADDR", read: the addresses
  *   port            TCP port a lender listens on (set before the role)
  *   peers           read: one line per connection;
  *                   write: "add IP:PORT [KEY]" or "del IP:PORT"
@@ -96,7 +97,7 @@ static DEFINE_SPINLOCK(puma_key_lock);
 
 /* Lender: the keys of given borrowers, by address; under puma_key_lock. */
 struct puma_bkey {
-	__be32 addr;		/* 0: free slot */
+	union puma_addr addr;	/* family 0: free slot */
 	unsigned int len;
 	u8 key[sizeof(puma_cfg.key)];
 };
@@ -122,19 +123,20 @@ unsigned int puma_key_copy(u8 *buf)
 
 /**
  * puma_borrower_key_copy - the key of the borrower at @addr, for a handshake
- * @addr: the borrower's IPv4 address
+ * @addr: the borrower's address (its port is not looked at)
  * @buf: sizeof(puma_cfg.key) bytes
  *
  * Return: the key length: its own key if one was given ("borrower_keys"),
  * else the default key; 0 if neither is set.
  */
-unsigned int puma_borrower_key_copy(__be32 addr, u8 *buf)
+unsigned int puma_borrower_key_copy(const union puma_addr *addr, u8 *buf)
 {
 	unsigned int i, len = 0;
 
 	spin_lock(&puma_key_lock);
 	for (i = 0; i < PUMA_MAX_BKEYS; i++) {
-		if (puma_bkeys[i].addr == addr && addr) {
+		if (puma_bkeys[i].addr.sa.sa_family &&
+		    puma_addr_equal(&puma_bkeys[i].addr, addr, false)) {
 			len = puma_bkeys[i].len;
 			memcpy(buf, puma_bkeys[i].key, len);
 			break;
@@ -245,24 +247,27 @@ static ssize_t borrower_keys_show(struct kobject *kobj,
 
 	spin_lock(&puma_key_lock);
 	for (i = 0; i < PUMA_MAX_BKEYS; i++)
-		if (puma_bkeys[i].addr)
-			n += scnprintf(buf + n, PAGE_SIZE - n, "%pI4\n",
-				       &puma_bkeys[i].addr);
+		if (puma_bkeys[i].addr.sa.sa_family) {
+			n += puma_addr_print(buf + n, PAGE_SIZE - n,
+					     &puma_bkeys[i].addr, false);
+			n += scnprintf(buf + n, PAGE_SIZE - n, "\n");
+		}
 	spin_unlock(&puma_key_lock);
 	return n;
 }
 
-/* "add IP KEY" (replaces IP's key) or "del IP". */
+/* "add ADDR KEY" (replaces ADDR's key) or "del ADDR". */
 static ssize_t borrower_keys_store(struct kobject *kobj,
 				   struct kobj_attribute *attr,
 				   const char *buf, size_t count)
 {
 	struct puma_bkey *slot = NULL;
-	char line[96], *ip, *key = NULL;
+	char line[128], *ip, *key = NULL;
+	union puma_addr addr;
 	size_t len = 0;
 	unsigned int i;
-	__be32 addr;
 	bool add;
+	int ret;
 
 	if (count >= sizeof(line))
 		return -EINVAL;
@@ -287,15 +292,19 @@ static ssize_t borrower_keys_store(struct kobject *kobj,
 		if (puma_key_parse(key, &len))
 			return -EINVAL;
 	}
-	if (!in4_pton(ip, -1, (u8 *)&addr, -1, NULL) || !addr)
-		return -EINVAL;
+	ret = puma_addr_parse(strim(ip), false, &addr);
+	if (ret) {
+		memzero_explicit(line, sizeof(line));
+		return ret;
+	}
 	spin_lock(&puma_key_lock);
 	for (i = 0; i < PUMA_MAX_BKEYS; i++) {
-		if (puma_bkeys[i].addr == addr) {
+		if (puma_bkeys[i].addr.sa.sa_family &&
+		    puma_addr_equal(&puma_bkeys[i].addr, &addr, false)) {
 			slot = &puma_bkeys[i];
 			break;
 		}
-		if (!puma_bkeys[i].addr && !slot && add)
+		if (!puma_bkeys[i].addr.sa.sa_family && !slot && add)
 			slot = &puma_bkeys[i];
 	}
 	if (slot && add) {

@@ -154,7 +154,7 @@ static int puma_session_keys(struct puma_peer *p, struct crypto_shash *tfm,
 static unsigned int puma_pair_key(struct puma_peer *p, u8 *key)
 {
 	if (p->lender_side)
-		return puma_borrower_key_copy(p->addr.sin_addr.s_addr, key);
+		return puma_borrower_key_copy(&p->addr, key);
 	if (p->key_len) {
 		memcpy(key, p->key, p->key_len);
 		return p->key_len;

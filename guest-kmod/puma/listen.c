@@ -105,9 +105,11 @@ static int puma_listen_thread(void *arg)
 			continue;
 		}
 		strscpy(p->name, "incoming", sizeof(p->name));
-		kernel_getpeername(sock, (struct sockaddr *)&p->addr);
-		snprintf(p->name, sizeof(p->name), "%pI4:%u",
-			 &p->addr.sin_addr, ntohs(p->addr.sin_port));
+		if (kernel_getpeername(sock, &p->addr.sa) >= 0) {
+			puma_addr_normalize(&p->addr);
+			puma_addr_print(p->name, sizeof(p->name), &p->addr,
+					true);
+		}
 		p->born = ++accepted;
 		mutex_lock(&puma_peers_mutex);
 		puma_preauth_evict();
@@ -129,7 +131,7 @@ static int puma_listen_thread(void *arg)
  */
 int puma_listen_set(bool on)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	union puma_addr sa = { };
 	struct socket *sock;
 	int ret = 0;
 
@@ -143,15 +145,27 @@ int puma_listen_set(bool on)
 	}
 	if (!on || puma_lthread)
 		goto out_unlock;
-	ret = sock_create_kern(&init_net, AF_INET, SOCK_STREAM, IPPROTO_TCP,
+	/*
+	 * One dual-stack socket takes IPv4 and IPv6 borrowers (IPv4 ones
+	 * as v4-mapped addresses); a guest without IPv6 gets an IPv4 one.
+	 */
+	ret = sock_create_kern(&init_net, AF_INET6, SOCK_STREAM, IPPROTO_TCP,
 			       &sock);
+	if (!ret) {
+		sock->sk->sk_ipv6only = false;
+		sa.v6.sin6_family = AF_INET6;
+		sa.v6.sin6_port = htons(puma_cfg.port);
+	} else if (ret == -EAFNOSUPPORT) {
+		ret = sock_create_kern(&init_net, AF_INET, SOCK_STREAM,
+				       IPPROTO_TCP, &sock);
+		sa.v4.sin_family = AF_INET;
+		sa.v4.sin_port = htons(puma_cfg.port);
+	}
 	if (ret)
 		goto out_unlock;
 	sock_set_reuseaddr(sock->sk);
 	sock->sk->sk_rcvtimeo = HZ / 2;
-	sa.sin_port = htons(puma_cfg.port);
-	sa.sin_addr.s_addr = htonl(INADDR_ANY);
-	ret = kernel_bind(sock, (struct sockaddr *)&sa, sizeof(sa));
+	ret = kernel_bind(sock, &sa.sa, puma_addr_len(&sa));
 	if (!ret)
 		ret = kernel_listen(sock, 16);
 	if (ret)

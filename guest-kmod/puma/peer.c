@@ -160,13 +160,12 @@ static int puma_connect(struct puma_peer *p)
 	struct socket *sock;
 	int ret;
 
-	ret = sock_create_kern(&init_net, AF_INET, SOCK_STREAM, IPPROTO_TCP,
-			       &sock);
+	ret = sock_create_kern(&init_net, p->addr.sa.sa_family, SOCK_STREAM,
+			       IPPROTO_TCP, &sock);
 	if (ret)
 		return ret;
 	sock->sk->sk_sndtimeo = 3 * HZ;
-	ret = kernel_connect(sock, (struct sockaddr *)&p->addr,
-			     sizeof(p->addr), 0);
+	ret = kernel_connect(sock, &p->addr.sa, puma_addr_len(&p->addr), 0);
 	if (ret) {
 		sock_release(sock);
 		return ret;
@@ -411,30 +410,7 @@ void puma_peer_stop(struct puma_peer *p)
 	puma_peer_put(p);
 }
 
-static int puma_parse_addr(const char *spec, struct sockaddr_in *sa)
-{
-	char buf[32];
-	char *colon;
-	u16 port;
-
-	if (strscpy(buf, spec, sizeof(buf)) < 0)
-		return -EINVAL;
-	strim(buf);
-	colon = strchr(buf, ':');
-	if (!colon)
-		return -EINVAL;
-	*colon = '\0';
-	if (kstrtou16(colon + 1, 10, &port) || !port)
-		return -EINVAL;
-	memset(sa, 0, sizeof(*sa));
-	sa->sin_family = AF_INET;
-	sa->sin_port = htons(port);
-	if (!in4_pton(buf, -1, (u8 *)&sa->sin_addr.s_addr, -1, NULL))
-		return -EINVAL;
-	return 0;
-}
-
-static struct puma_peer *puma_peer_by_addr(const struct sockaddr_in *sa)
+static struct puma_peer *puma_peer_by_addr(const union puma_addr *sa)
 {
 	unsigned long flags;
 	struct puma_peer *p = NULL;
@@ -445,8 +421,7 @@ static struct puma_peer *puma_peer_by_addr(const struct sockaddr_in *sa)
 		struct puma_peer *q = puma_peers[id];
 
 		if (q && !q->lender_side &&
-		    q->addr.sin_addr.s_addr == sa->sin_addr.s_addr &&
-		    q->addr.sin_port == sa->sin_port) {
+		    puma_addr_equal(&q->addr, sa, true)) {
 			p = q;
 			break;
 		}
@@ -459,8 +434,9 @@ DEFINE_MUTEX(puma_peers_mutex);	/* add/del/unload */
 
 /**
  * puma_peer_add - connect to a lender, and keep reconnecting
- * @spec: "IPv4:port", then optionally a space and the pair's key (8 to 64
- *	  bytes, up to the end of the line); without one, the default key
+ * @spec: "IPv4:port" or "[IPv6%scope]:port" (see addr.c), then optionally
+ *	  a space and the pair's key (8 to 64 bytes, up to the end of the
+ *	  line); without one, the default key
  *
  * Return: 0 or -errno.
  */
@@ -468,16 +444,16 @@ int puma_peer_add(const char *spec)
 {
 	size_t n = strcspn(spec, " \n"), key_len;
 	const char *key = skip_spaces(spec + n);
-	struct sockaddr_in sa;
+	union puma_addr sa;
 	struct puma_peer *p;
-	char addr[32];
+	char addr[64];
 	int ret;
 
 	if (n >= sizeof(addr))
 		return -EINVAL;
 	memcpy(addr, spec, n);
 	addr[n] = '\0';
-	ret = puma_parse_addr(addr, &sa) ?: puma_seal_ready();
+	ret = puma_addr_parse(addr, true, &sa) ?: puma_seal_ready();
 	if (ret)
 		return ret;
 	key_len = strlen(key);
@@ -494,8 +470,7 @@ int puma_peer_add(const char *spec)
 	p->addr = sa;
 	memcpy(p->key, key, key_len);
 	p->key_len = key_len;
-	snprintf(p->name, sizeof(p->name), "%pI4:%u", &sa.sin_addr,
-		 ntohs(sa.sin_port));
+	puma_addr_print(p->name, sizeof(p->name), &sa, true);
 	ret = puma_peer_start(p, NULL);
 	if (ret)
 		puma_peer_put(p);
@@ -512,11 +487,14 @@ out_unlock:
  */
 int puma_peer_del(const char *spec)
 {
-	struct sockaddr_in sa;
+	union puma_addr sa;
 	struct puma_peer *p;
+	char addr[64];
 	int ret;
 
-	ret = puma_parse_addr(spec, &sa);
+	if (strscpy(addr, spec, sizeof(addr)) < 0)
+		return -EINVAL;
+	ret = puma_addr_parse(strim(addr), true, &sa);
 	if (ret)
 		return ret;
 	mutex_lock(&puma_peers_mutex);

@@ -47,8 +47,8 @@ struct puma_peer {
 	struct kref ref;
 	int id;
 	bool lender_side;	/* we accepted it: we are its lender */
-	struct sockaddr_in addr;
-	char name[32];
+	union puma_addr addr;
+	char name[64];		/* "[fe80::...%4294967295]:65535" fits */
 	struct task_struct *thread;
 	bool dead;		/* lender side: the thread is done */
 

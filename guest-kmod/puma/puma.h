@@ -8,6 +8,7 @@
  *   get.c     the read-path replacements (ftrace redirect): gets
  *   index.c   borrower-side record of remote copies (never-stale index)
  *   peer.c    TCP connections, handshake, ordered send queue
+ *   addr.c    peer addresses: IPv4, IPv6 with a link-local scope
  *   store.c   lender-side store of hosted pages, with a shrinker
  *   seal.c    borrower's AEAD of each page it lends (key never sent)
  *   policy.c  RTT guard, sequential filter, lender activity detection
@@ -19,6 +20,8 @@
 #include <linux/atomic.h>
 #include <linux/completion.h>
 #include <linux/fs.h>
+#include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/kobject.h>
 #include <linux/list.h>
 #include <linux/net.h>
@@ -107,11 +110,26 @@ struct puma_config {
 extern struct puma_config puma_cfg;
 extern struct kobject *puma_kobj;
 
+/* A peer's address (addr.c); sa.sa_family 0: none. */
+union puma_addr {
+	struct sockaddr sa;
+	struct sockaddr_in v4;
+	struct sockaddr_in6 v6;
+};
+
+int puma_addr_parse(const char *s, bool port, union puma_addr *a);
+void puma_addr_normalize(union puma_addr *a);
+bool puma_addr_equal(const union puma_addr *a, const union puma_addr *b,
+		     bool port);
+int puma_addr_len(const union puma_addr *a);
+int puma_addr_print(char *buf, size_t size, const union puma_addr *a,
+		    bool port);
+
 /* control.c */
 int puma_control_init(void);
 void puma_control_exit(void);
 unsigned int puma_key_copy(u8 *buf);
-unsigned int puma_borrower_key_copy(__be32 addr, u8 *buf);
+unsigned int puma_borrower_key_copy(const union puma_addr *addr, u8 *buf);
 int puma_key_parse(const char *s, size_t *len);
 
 /* A file identity in the borrower index (host endian). */
