@@ -27,8 +27,8 @@ agent when it has one (:mod:`puma_nova.compute.guest_agent`):
   when the module is loaded, else None;
 - ``lendable``: the guest has the lending interface and is idle: its CPU
   use since the previous report (libvirt's CPU time, measured by the
-  host) below ``[puma] lender_max_cpu_percent``, and the module, if
-  loaded, not reporting its lender busy.
+  host) below ``[puma] lender_max_cpu_percent``, no refaults in that
+  interval, and the module, if loaded, not reporting its lender busy.
 """
 
 import threading
@@ -195,8 +195,11 @@ def guest_stats(guest, instance=None, now=None):
     # An idle guest on the lending channel lends: the scheduler pairs it
     # with busy guests of its project that miss cache, and revokes the
     # pair once a report says it is no longer idle.
+    # A guest that re-reads evicted pages needs its memory: it is not
+    # idle, whatever its CPU does.
     entry['lendable'] = (entry['lending_address'] is not None and
                          _idle(_cpu_percent(guest.uuid, info,
                                             _vcpus(instance, info), now),
-                               entry['puma']))
+                               entry['puma']) and
+                         not entry['refaults'])
     return entry

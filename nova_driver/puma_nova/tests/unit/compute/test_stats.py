@@ -175,6 +175,14 @@ class LendableTest(testtools.TestCase):
         self.files['/sys/kernel/puma/stats'] = 'lender_busy 0\n'
         self.assertTrue(self._report(10.0, 120.0)['lendable'])
 
+    def test_a_guest_missing_cache_is_not_idle(self):
+        self.files['/proc/vmstat'] = VMSTAT % (0, 0)
+        self._report(10.0, 100.0)
+        # Quiet CPU, but 100 pages read again since the last report.
+        self.files['/proc/vmstat'] = VMSTAT % (400, 100)
+        self.assertFalse(self._report(10.1, 110.0)['lendable'])
+        self.assertTrue(self._report(10.2, 120.0)['lendable'])
+
     def test_no_lending_interface_never_lends(self):
         self._report(10.0, 100.0, nic=False)
         entry = self._report(10.0, 110.0, nic=False)
