@@ -89,6 +89,11 @@ COMPUTE_TIMEOUT = 300
 # Nova 34's services run on native threads (docs/nova-compute.md).
 NOVA_ENV = {'OS_NOVA_DISABLE_EVENTLET_PATCHING': 'true'}
 PLANNING_INTERVAL = 10
+# The cache-lending channel (lending_channel): each compute host's bridge
+# and the lab's switch joining them.
+LENDING_BRIDGE = 'br-puma'
+LENDING_SWITCH = 'brl'
+LENDER_MAX_CPU_PERCENT = 15
 REPORT_INTERVAL = 10
 FREE_RAM_MARGIN_MB = 64
 MIN_RESIDENT_RATIO = 0.1
@@ -430,6 +435,7 @@ class Cloud:
                                          'libvirtd': h.proc.pid,
                                          'uri': h.uri}
             self.save()
+        self.lending_channel(lab, hosts)
         self.step('MariaDB and RabbitMQ on %s' % ctl.addr)
         self.sh('start_mariadb %s %d' % (self.path('mariadb'), DB_PORT))
         self.state['mariadb'] = self.path('mariadb')
@@ -687,6 +693,28 @@ class Cloud:
         for name in ('placement', 'glance', 'neutron', 'nova'):
             self.wait_http(name)
 
+    def lending_channel(self, lab, hosts):
+        """The cache-lending channel: ``br-puma`` on every compute host.
+
+        Puma-enabled servers (flavor ``puma:lending=true``) get an
+        interface on their host's ``br-puma`` (the driver's
+        ``[puma] lending_bridge``), whose frames nova-compute filters
+        with nftables. The hosts' bridges are joined by a switch of
+        their own in the lab's namespace (``brl``), apart from the lab
+        network that carries the control plane, as a datacenter would
+        keep a storage-like network apart.
+        """
+        self.step('lending channel: br-puma on %s'
+                  % ', '.join(h.name for h in hosts))
+        netns.add_bridge(lab.ns, LENDING_SWITCH)
+        for h in hosts:
+            netns.add_bridge(h.ns, LENDING_BRIDGE)
+            netns.add_veth(h.ns, 'lend0', lab.ns, 'l%s' % h.index)
+            netns.run('ip', 'link', 'set', 'lend0', 'master',
+                      LENDING_BRIDGE, 'up', ns=h.ns)
+            netns.run('ip', 'link', 'set', 'l%s' % h.index, 'master',
+                      LENDING_SWITCH, 'up', ns=lab.ns)
+
     def compute(self, h):
         """nova-compute with the Puma driver on host H (Nova environment)."""
         self.step('nova-compute on %s' % h.name)
@@ -695,7 +723,11 @@ class Cloud:
         sections = self.nova_conf(
             DEFAULT={'host': h.name, 'my_ip': h.addr, 'state_path': d,
                      'instances_path': self.path('instances'),
-                     'compute_driver': 'puma.PumaLibvirtDriver'},
+                     'compute_driver': 'puma.PumaLibvirtDriver',
+                     # Ephemeral disks (the lending test's borrower):
+                     # Nova's default for an image without os_type is
+                     # vfat, whose mkfs Debian's hosts need not have.
+                     'default_ephemeral_format': 'ext4'},
             # Live migrations reach this host by its lab address (Nova
             # would use the host name, which nothing resolves).
             libvirt={'virt_type': 'qemu', 'connection_uri': h.uri,
@@ -713,7 +745,11 @@ class Cloud:
             puma={'report_interval': REPORT_INTERVAL,
                   'memory_server_binary': paths.memory_server(),
                   'free_ram_margin_mb': FREE_RAM_MARGIN_MB,
-                  'shoot4u_allowed': h.name in SHOOT4U_HOSTS})
+                  'shoot4u_allowed': h.name in SHOOT4U_HOSTS,
+                  'lending_channel_enabled': True,
+                  'lending_bridge': LENDING_BRIDGE,
+                  # An idle TCG guest uses a few percent of its vCPU.
+                  'lender_max_cpu_percent': LENDER_MAX_CPU_PERCENT})
         # nova-compute runs as root: privsep's helpers start directly,
         # not through sudo and nova-rootwrap (which the lab does not have).
         helper = '%s --config-file %s' % (os.path.join(
