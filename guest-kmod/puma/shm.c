@@ -541,6 +541,8 @@ static int puma_shm_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 			       s->mem_len, MEMREMAP_WB);
 	if (IS_ERR(s->hdr))
 		return PTR_ERR(s->hdr);
+	/* An MSI-X doorbell is a write by the device: bus mastering. */
+	pci_set_master(pdev);
 	ret = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_MSIX);
 	if (ret < 0) {
 		dev_err(&pdev->dev, "no MSI-X vector (ivshmem-doorbell with vectors >= 1 needed)\n");
