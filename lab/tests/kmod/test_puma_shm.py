@@ -138,10 +138,27 @@ def test_shm_hits_and_never_stale(lab, kernel, tmp_path):
     assert fs3['invalidated_pages'] > fs2['invalidated_pages'], fs3
     assert fs3['hits'] > fs2['hits'], fs3
 
-    # Ending the pairing forgets the lender's pages; unload while paired.
+    # Ending the pairing forgets the lender's pages on both sides.
     borrower.run('/mnt/host/pumactl shm del %s' % DEV)
     assert stats(borrower)['remote_pages'] == 0
     assert 'shm:' not in peers_line(borrower)
+    wait_for(lender, '/mnt/host/pumactl stats hosted_pages | '
+             "awk '{ exit $1 != 0 }'", 'lender frees the pages')
+    # Pairing again: a new connection (new epochs, empty rings) with the
+    # lender's peer that waited; pages go and come back over it.
+    borrower.run('/mnt/host/pumactl shm borrow %s %s' % (DEV, KEY))
+    wait_for(borrower, 'grep -q "shm:%s ready" /sys/kernel/puma/peers'
+             % DEV, 'borrower connects to the lender over shm again')
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    borrower.run('cat /mnt/data/f > /dev/null', timeout=300)
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    test_puma.settle_puts(lender, borrower)
+    fs4 = test_puma.fs_stats(borrower, '/mnt/data')
+    got = borrower.run('sha256sum /mnt/data/f', timeout=300).out.split()[0]
+    assert got == hashlib.sha256(bytes(expect)).hexdigest()
+    fs5 = test_puma.fs_stats(borrower, '/mnt/data')
+    assert fs5['hits'] - fs4['hits'] >= pages * 0.9, (fs4, fs5)
+    # Unload while paired.
     borrower.run('umount /mnt/data && rmmod puma')
     lender.run('rmmod puma')
     test_puma.check_dmesg(borrower)
