@@ -11,6 +11,9 @@
  *   cons   the borrower-to-lender ring's cons is ahead of what the
  *          borrower produced (set before the connection is up)
  *   frame  a well-placed message header whose length is absurd
+ *   live   no setup of its own: beside a real lender's puma.ko, with the
+ *          connection up, the lender-to-borrower prod jumps past the
+ *          ring (what a compromised lender kernel could write)
  *
  * Usage: puma_shm_hostile RESOURCE2 CASE; prints "ok" once done, or
  * fails.  The borrower must end the connection with a clear reason.
@@ -83,6 +86,15 @@ int main(int argc, char **argv)
 		;
 	if (ring > RING_MAX)
 		ring = RING_MAX;
+
+	if (!strcmp(c, "live")) {
+		if (rd(SLOT(1) + S_ACK) != rd(SLOT(0) + S_EPOCH) ||
+		    !rd(SLOT(0) + S_EPOCH))
+			die("no connection up");
+		wr(RING_PROD(1), rd(RING_PROD(1)) + 2 * ring + 7);
+		printf("ok\n");
+		return 0;
+	}
 
 	/* The borrower's epoch (slot 1), as a lender waits for it. */
 	for (i = 0; i < 600; i++) {

@@ -219,3 +219,62 @@ def test_shm_hostile_lender(lab, kernel, tmp_path):
         kernel, ', '.join('%s: %s' % kv for kv in HOSTILE_CASES.items())))
     borrower.run('umount /mnt/data && rmmod puma')
     test_puma.check_dmesg(borrower)
+
+
+@pytest.mark.parametrize('kernel', paths.KERNELS[::-1])
+def test_shm_ring_corrupted_mid_connection(lab, kernel, tmp_path):
+    """A real lender's shared memory is overwritten while pages are lent.
+
+    The borrower ends the connection (bad index), forgets the lender's
+    pages, reads right from disk, reconnects by itself (new epochs) and
+    lends again.
+    """
+    payload = tmp_path / 'payload'
+    payload.mkdir()
+    blob = os.urandom(4 * 1024 * 1024)
+    (payload / 'f').write_bytes(blob)
+    want = hashlib.sha256(blob).hexdigest()
+    disk = vm.make_data_disk(lab.path('data.img'), 40, str(payload))
+    share = test_puma.share_with_module(lab, kernel)
+    build_hostile(share)
+    server = ivshmem.IvshmemServer(lab).start()
+    lender = vm.Guest(lab, 'lend', kernel=kernel, mem_mb=512, share=share,
+                      ivshmem=server).start()
+    borrower = vm.Guest(lab, 'borr', kernel=kernel, mem_mb=320, vcpus=2,
+                        share=share, disks=[disk], ivshmem=server).start()
+    lender.wait_booted()
+    borrower.wait_booted()
+    lender.run('insmod /mnt/host/puma.ko && /mnt/host/pumactl role lender '
+               '&& /mnt/host/pumactl shm lend %s %s' % (DEV, KEY))
+    start_borrower(borrower, put_buffers=4096)
+    ready = 'grep -q "shm:%s ready" /sys/kernel/puma/peers' % DEV
+    wait_for(borrower, ready, 'borrower connects over shm')
+    borrower.run('mkdir -p /mnt/data && mount /dev/vdb /mnt/data && '
+                 '/mnt/host/pumactl set seq_filter 0')
+
+    def lend_file():
+        borrower.run('cat /mnt/data/f > /dev/null && '
+                     'echo 1 > /proc/sys/vm/drop_caches')
+        test_puma.settle_puts(lender, borrower)
+        before = stats(borrower)['hits']
+        got = borrower.run('sha256sum /mnt/data/f').out.split()[0]
+        assert got == want
+        return stats(borrower)['hits'] - before
+
+    assert lend_file() >= 1024 * 0.9
+    borrower.run('echo 1 > /proc/sys/vm/drop_caches')
+    assert stats(borrower)['remote_pages'] > 0
+    count = 'disconnect_bad_shared_memory_ring_index'
+    res = lender.run('/mnt/host/puma_shm_hostile '
+                     '/sys/bus/pci/devices/%s/resource2 live' % DEV)
+    assert res.out.strip() == 'ok', res
+    wait_for(borrower, "/mnt/host/pumactl stats %s | awk '{ exit !($1 > 0) }'"
+             % count, 'borrower ends the connection (bad index)')
+    assert stats(borrower)['remote_pages'] == 0
+    got = borrower.run('sha256sum /mnt/data/f').out.split()[0]
+    assert got == want
+    # Both sides start again from empty rings, and lending works again.
+    wait_for(borrower, ready, 'borrower reconnects over shm')
+    assert lend_file() >= 1024 * 0.9
+    test_puma.check_dmesg(borrower)
+    test_puma.check_dmesg(lender)
