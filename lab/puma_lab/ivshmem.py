@@ -7,9 +7,10 @@ Puma's same-host transport (guest-kmod/puma/shm.c) runs over an
 eventfds of the other's doorbells.  :class:`IvshmemServer` runs one in
 the foreground under the lab's run directory, with its shared memory in
 /dev/shm (created and unlinked at once by the server: nothing is left
-behind), and is ended by its PID at teardown, after the guests (it
-registers with the lab before them).  A guest gets the device with
-``vm.Guest(..., ivshmem=server)``, at PCI address :data:`PCI_ADDR`.
+behind), in the lab's network namespace, and is ended by its PID at
+teardown, after the guests (it registers with the lab before them).  A
+guest gets the device with ``vm.Guest(..., ivshmem=server)``, at PCI
+address :data:`PCI_ADDR`.
 """
 
 import os
@@ -45,8 +46,12 @@ class IvshmemServer:
             raise errors.LabError('%s missing: run lab/setup stack'
                                   % binary)
         os.makedirs(self.dir, exist_ok=True)
-        # -F: foreground, so that self.proc.pid is the server's PID.
-        argv = [binary, '-F', '-v', '-S', self.socket, '-m', '/dev/shm',
+        # -F: foreground, so that self.proc.pid is the server's PID (ip
+        # netns exec execs it).  In the lab's namespace, like the guests:
+        # lab/cleanup, which deletes the namespaces and ends what runs in
+        # them, ends a server a crashed run left behind.
+        argv = ['ip', 'netns', 'exec', self.lab.ns, binary, '-F', '-v',
+                '-S', self.socket, '-m', '/dev/shm',
                 '-l', '%dM' % self.size_mb, '-n', str(self.vectors)]
         with open(self.log, 'w') as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
