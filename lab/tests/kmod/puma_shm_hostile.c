@@ -13,7 +13,8 @@
  *   frame  a well-placed message header whose length is absurd
  *   live   no setup of its own: beside a real lender's puma.ko, with the
  *          connection up, the lender-to-borrower prod jumps past the
- *          ring (what a compromised lender kernel could write)
+ *          ring (what a compromised lender kernel could write), again
+ *          and again until the borrower's epoch changes
  *
  * Usage: puma_shm_hostile RESOURCE2 CASE; prints "ok" once done, or
  * fails.  The borrower must end the connection with a clear reason.
@@ -88,10 +89,23 @@ int main(int argc, char **argv)
 		ring = RING_MAX;
 
 	if (!strcmp(c, "live")) {
-		if (rd(SLOT(1) + S_ACK) != rd(SLOT(0) + S_EPOCH) ||
+		uint32_t p0 = rd(RING_PROD(1));
+
+		be = rd(SLOT(1) + S_EPOCH);
+		if (!be || rd(SLOT(1) + S_ACK) != rd(SLOT(0) + S_EPOCH) ||
 		    !rd(SLOT(0) + S_EPOCH))
 			die("no connection up");
-		wr(RING_PROD(1), rd(RING_PROD(1)) + 2 * ring + 7);
+		/*
+		 * The lender's puma.ko rewrites prod whenever it sends: keep
+		 * the bad value there (for 10 s at most) until the borrower
+		 * ends the connection (its epoch changes).
+		 */
+		for (i = 0; i < 10000 && rd(SLOT(1) + S_EPOCH) == be; i++) {
+			wr(RING_PROD(1), p0 + 2 * ring + 7);
+			usleep(1000);
+		}
+		if (rd(SLOT(1) + S_EPOCH) == be)
+			die("the borrower kept the connection");
 		printf("ok\n");
 		return 0;
 	}
