@@ -14,6 +14,9 @@
  *   peers           read: one line per connection;
  *                   write: "add IP:PORT [KEY]" or "del IP:PORT"
  *                   (lenders; KEY: the pair's own key, else "key")
+ *   shm             read: the ivshmem devices puma.ko drives; write
+ *                   "lend DEV KEY", "borrow DEV KEY" or "del DEV" (a
+ *                   same-host pair over shared memory, shm.c)
  *   mode            noninclusive | exclusive
  *   seq_filter      1: pages read sequentially are not put
  *   rtt_guard_us    skip gets while their average latency is above (0: off)
@@ -341,6 +344,20 @@ static ssize_t peers_store(struct kobject *kobj, struct kobj_attribute *attr,
 	return ret ? ret : count;
 }
 
+static ssize_t shm_show(struct kobject *kobj, struct kobj_attribute *attr,
+			char *buf)
+{
+	return puma_shm_show(buf, PAGE_SIZE);
+}
+
+static ssize_t shm_store(struct kobject *kobj, struct kobj_attribute *attr,
+			 const char *buf, size_t count)
+{
+	int ret = puma_shm_ctl(buf);
+
+	return ret ? ret : count;
+}
+
 static ssize_t mode_show(struct kobject *kobj, struct kobj_attribute *attr,
 			 char *buf)
 {
@@ -467,6 +484,9 @@ static struct kobj_attribute key_attr = __ATTR(key, 0600, key_show,
 static struct kobj_attribute borrower_keys_attr =
 	__ATTR(borrower_keys, 0600, borrower_keys_show, borrower_keys_store);
 static struct kobj_attribute peers_attr = __ATTR_RW(peers);
+/* 0600: what is written holds a key. */
+static struct kobj_attribute shm_attr = __ATTR(shm, 0600, shm_show,
+					       shm_store);
 static struct kobj_attribute mode_attr = __ATTR_RW(mode);
 static struct kobj_attribute seq_filter_attr = __ATTR_RW(seq_filter);
 static struct kobj_attribute port_attr = __ATTR_RW(port);
@@ -478,6 +498,7 @@ static struct attribute *puma_ctl_attrs[] = {
 	&key_attr.attr,
 	&borrower_keys_attr.attr,
 	&peers_attr.attr,
+	&shm_attr.attr,
 	&mode_attr.attr,
 	&seq_filter_attr.attr,
 	&port_attr.attr,

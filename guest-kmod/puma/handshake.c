@@ -153,12 +153,12 @@ static int puma_session_keys(struct puma_peer *p, struct crypto_shash *tfm,
 /* The key of this pair: its own, else the default one. */
 static unsigned int puma_pair_key(struct puma_peer *p, u8 *key)
 {
-	if (p->lender_side)
-		return puma_borrower_key_copy(&p->addr, key);
-	if (p->key_len) {
+	if (p->key_len) {	/* a borrower's, or either side of shm */
 		memcpy(key, p->key, p->key_len);
 		return p->key_len;
 	}
+	if (p->lender_side)
+		return puma_borrower_key_copy(&p->addr, key);
 	return puma_key_copy(key);
 }
 

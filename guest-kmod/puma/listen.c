@@ -61,7 +61,7 @@ static void puma_preauth_evict(void)
 		struct puma_peer *q = puma_peers[id];
 
 		if (!q || !q->lender_side || q->authed || q->evicted ||
-		    READ_ONCE(q->dead))
+		    READ_ONCE(q->dead) || q->shm)
 			continue;
 		n++;
 		if (!victim || q->born < victim->born)

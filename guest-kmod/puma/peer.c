@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Peers: one in-kernel TCP connection per (borrower, lender) pair; the
- * connection's state is in peer.h.  This file keeps the table of peers,
+ * Peers: one in-kernel TCP connection per (borrower, lender) pair, or,
+ * for a pair on one host, one over shared memory (shm.c); the transport
+ * is a struct puma_xport_ops under the same framing, handshake and tags
+ * (the TCP one is below).  The connection's state is in peer.h.  This file keeps the table of peers,
  * their life (connect, handshake, receive loop, end) and the control
  * commands; tx.c sends (the ordered queue, puts, invalidations, gets),
  * rx.c receives and dispatches, handshake.c authenticates and listen.c
@@ -201,6 +203,69 @@ static void puma_sock_setup(struct socket *sock)
 	tcp_sock_set_keepcnt(sk, 3);
 }
 
+/* TCP: a borrower connects to its lender; a lender got its socket. */
+static int puma_tcp_connect(struct puma_peer *p)
+{
+	if (!p->lender_side) {
+		int ret = puma_connect(p);
+
+		if (ret)
+			return ret;
+	}
+	puma_sock_setup(p->sock);
+	return 0;
+}
+
+static int puma_tcp_send(struct puma_peer *p, struct kvec *vec,
+			 unsigned int nvec, size_t len, bool more)
+{
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+	int ret;
+
+	if (!p->sock)
+		return -ENOTCONN;
+	if (more)
+		msg.msg_flags |= MSG_MORE;
+	ret = kernel_sendmsg(p->sock, &msg, vec, nvec, len);
+	if (ret < 0)
+		return ret;
+	return ret == len ? 0 : -EIO;
+}
+
+static int puma_tcp_recv(struct puma_peer *p, void *buf, size_t len)
+{
+	struct kvec vec = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { };
+
+	return kernel_recvmsg(p->sock, &msg, &vec, 1, len, MSG_WAITALL);
+}
+
+static void puma_tcp_shutdown(struct puma_peer *p)
+{
+	mutex_lock(&p->sock_mutex);
+	if (p->sock)
+		kernel_sock_shutdown(p->sock, SHUT_RDWR);
+	mutex_unlock(&p->sock_mutex);
+}
+
+static void puma_tcp_release(struct puma_peer *p)
+{
+	mutex_lock(&p->sock_mutex);
+	if (p->sock)
+		sock_release(p->sock);
+	p->sock = NULL;
+	mutex_unlock(&p->sock_mutex);
+}
+
+const struct puma_xport_ops puma_tcp_ops = {
+	.name = "tcp",
+	.connect = puma_tcp_connect,
+	.send = puma_tcp_send,
+	.recv = puma_tcp_recv,
+	.shutdown = puma_tcp_shutdown,
+	.release = puma_tcp_release,
+};
+
 /*
  * Fail the first get still waiting on @p's connection, which is over.
  * It is taken off p->gets and completed under p->lock, the lock a get
@@ -270,11 +335,7 @@ static void puma_peer_down(struct puma_peer *p, int reason)
 		puma_index_drop_peer(p->id);
 		WRITE_ONCE(p->suspended, false);
 	}
-	mutex_lock(&p->sock_mutex);
-	if (p->sock)
-		sock_release(p->sock);
-	p->sock = NULL;
-	mutex_unlock(&p->sock_mutex);
+	p->xops->release(p);
 
 	p->last_reason = reason;
 	if (was_ready || reason != PUMA_ERR_IO) {
@@ -293,11 +354,10 @@ static int puma_peer_thread(void *arg)
 	int reason;
 
 	while (!kthread_should_stop()) {
-		if (!p->lender_side && puma_connect(p)) {
+		if (p->xops->connect(p)) {
 			schedule_timeout_interruptible(PUMA_RECONNECT);
 			continue;
 		}
-		puma_sock_setup(p->sock);
 		spin_lock_irq(&p->lock);
 		p->state = PUMA_PEER_HANDSHAKE;
 		spin_unlock_irq(&p->lock);
@@ -326,8 +386,11 @@ static int puma_peer_thread(void *arg)
 					reason = puma_dispatch(p, &h);
 			} while (!reason);
 		}
+		/* A failed send shows as a connection error. */
+		if (reason == PUMA_ERR_IO && p->xops->error)
+			reason = p->xops->error(p) ?: reason;
 		puma_peer_down(p, reason);
-		if (p->lender_side)
+		if (p->lender_side && !p->xops->persistent)
 			break;
 		schedule_timeout_interruptible(PUMA_RECONNECT);
 	}
@@ -346,6 +409,7 @@ struct puma_peer *puma_peer_alloc(bool lender_side)
 		return NULL;
 	kref_init(&p->ref);
 	p->lender_side = lender_side;
+	p->xops = &puma_tcp_ops;
 	mutex_init(&p->sock_mutex);
 	mutex_init(&p->tx_mutex);
 	spin_lock_init(&p->lock);
@@ -591,7 +655,7 @@ ssize_t puma_peer_show(char *buf, size_t size)
 		n += scnprintf(buf + n, size - n,
 			       "%d %s %s %s%s queued=%u last_error=%s\n",
 			       id, p->lender_side ? "borrower" : "lender",
-			       p->lender_side ? "-" : p->name,
+			       p->lender_side && !p->shm ? "-" : p->name,
 			       puma_state_names[p->state],
 			       p->suspended ? " suspended" : "", p->txq_len,
 			       puma_reason_str(p->last_reason));
@@ -602,12 +666,20 @@ ssize_t puma_peer_show(char *buf, size_t size)
 
 int puma_peer_init(void)
 {
-	return puma_tx_init();
+	int ret = puma_tx_init();
+
+	if (ret)
+		return ret;
+	ret = puma_shm_init();
+	if (ret)
+		puma_tx_exit();
+	return ret;
 }
 
 void puma_peer_exit(void)
 {
 	puma_listen_set(false);
 	puma_peer_stop_each(PUMA_PEERS_ALL);
+	puma_shm_exit();
 	puma_tx_exit();
 }

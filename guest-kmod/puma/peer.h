@@ -23,6 +23,40 @@
 #include "proto.h"
 #include "puma.h"
 
+struct puma_peer;
+struct puma_shm;
+
+/*
+ * How a connection's bytes travel: TCP (peer.c, tx.c, rx.c) or the
+ * shared memory of an ivshmem device (shm.c).  The framing, handshake,
+ * tags and sealing above it are the same code for both.
+ */
+struct puma_xport_ops {
+	const char *name;
+	/* Set up a connection: 0 or -errno (then retried after a while). */
+	int (*connect)(struct puma_peer *p);
+	/* All of @len bytes of @vec, or -errno; @more: more follows soon. */
+	int (*send)(struct puma_peer *p, struct kvec *vec, unsigned int nvec,
+		    size_t len, bool more);
+	/*
+	 * Up to @len bytes into @buf: how many, 0 at the end of the
+	 * stream, -EAGAIN after a short wait for nothing, -EPROTO for a
+	 * peer that broke the transport's rules, else -errno.
+	 */
+	int (*recv)(struct puma_peer *p, void *buf, size_t len);
+	/* Wake and fail senders and receivers; any thread, any time. */
+	void (*shutdown)(struct puma_peer *p);
+	/* The connection is over: free what connect() set up. */
+	void (*release)(struct puma_peer *p);
+	/* Optional: a reason it saw that a failed send hides, or 0. */
+	int (*error)(struct puma_peer *p);
+	/* A lender-side peer that outlives its connections (shm). */
+	bool persistent;
+};
+
+extern const struct puma_xport_ops puma_tcp_ops;
+extern const struct puma_xport_ops puma_shm_ops;
+
 enum puma_peer_state {
 	PUMA_PEER_DOWN,
 	PUMA_PEER_HANDSHAKE,
@@ -52,8 +86,10 @@ struct puma_peer {
 	struct task_struct *thread;
 	bool dead;		/* lender side: the thread is done */
 
+	const struct puma_xport_ops *xops;
 	struct mutex sock_mutex;	/* sock, against puma_shutdown() */
-	struct socket *sock;
+	struct socket *sock;		/* TCP */
+	struct puma_shm *shm;		/* shared memory (shm.c) */
 
 	spinlock_t lock;		/* state, suspended, txq, gets */
 	int state;
@@ -78,7 +114,7 @@ struct puma_peer {
 	struct crypto_shash *rx_tfm;	/* the peer's; receiving thread */
 	u64 tx_ctr;		/* messages sent and tagged; tx_mutex */
 	u64 rx_ctr;		/* messages received and checked */
-	u8 key[sizeof(puma_cfg.key)];	/* borrower side: the pair's key */
+	u8 key[sizeof(puma_cfg.key)];	/* borrower side, shm: pair's key */
 	unsigned int key_len;	/* 0: the default key */
 	u64 born;		/* lender side: accept order */
 	bool authed;		/* lender side: the peer proved the key */
@@ -122,6 +158,10 @@ void puma_shutdown(struct puma_peer *p);
 /* rx.c */
 int puma_recv_msg(struct puma_peer *p, struct puma_hdr *h, bool idle);
 int puma_dispatch(struct puma_peer *p, const struct puma_hdr *h);
+
+/* shm.c */
+int puma_shm_init(void);
+void puma_shm_exit(void);
 
 /* handshake.c */
 int puma_handshake(struct puma_peer *p);

@@ -159,6 +159,7 @@ enum puma_reason {
 	PUMA_ERR_TAG,		/* message tag wrong: tampered or forged */
 	PUMA_ERR_HS_TIMEOUT,	/* handshake over too late */
 	PUMA_ERR_EVICTED,	/* too many connections still in handshake */
+	PUMA_ERR_SHM,		/* shared memory ring index out of range */
 	PUMA_REASON_MAX,
 };
 

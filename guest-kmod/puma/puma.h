@@ -178,6 +178,8 @@ int puma_peer_add(const char *spec);
 int puma_peer_del(const char *spec);
 void puma_peer_stop_side(bool lender_side);
 ssize_t puma_peer_show(char *buf, size_t size);
+int puma_shm_ctl(const char *buf);
+ssize_t puma_shm_show(char *buf, size_t size);
 int puma_listen_set(bool on);
 int puma_peer_pick(void);
 bool puma_peer_ready(int id);

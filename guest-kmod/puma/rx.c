@@ -43,9 +43,6 @@ static int puma_recv(struct puma_peer *p, void *buf, size_t len, bool idle)
 	size_t got = 0;
 
 	while (got < len) {
-		struct kvec vec = { .iov_base = buf + got,
-				    .iov_len = len - got };
-		struct msghdr msg = { };
 		int ret;
 
 		if (hs || !idle || got) {
@@ -55,8 +52,7 @@ static int puma_recv(struct puma_peer *p, void *buf, size_t len, bool idle)
 		} else {
 			deadline = jiffies + PUMA_MSG_TIMEOUT;
 		}
-		ret = kernel_recvmsg(p->sock, &msg, &vec, 1, len - got,
-				     MSG_WAITALL);
+		ret = p->xops->recv(p, buf + got, len - got);
 		if (ret > 0) {
 			got += ret;
 			puma_count_n(PUMA_STAT_BYTES_RX, ret);
@@ -64,6 +60,8 @@ static int puma_recv(struct puma_peer *p, void *buf, size_t len, bool idle)
 		}
 		if (ret == 0)
 			return PUMA_ERR_IO;
+		if (ret == -EPROTO)
+			return PUMA_ERR_SHM;
 		if (ret != -EAGAIN && ret != -EINTR)
 			return PUMA_ERR_IO;
 		if (kthread_should_stop())

@@ -272,7 +272,6 @@ int puma_tag(struct crypto_shash *tfm, u64 ctr, const struct kvec *vec,
 int puma_send(struct puma_peer *p, u16 type, u16 flags, u64 req,
 		     struct kvec *vec, unsigned int nvec, size_t len)
 {
-	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
 	u8 tag[PUMA_TAG_LEN];
 	struct puma_hdr hdr;
 	struct kvec tvec;
@@ -287,32 +286,24 @@ int puma_send(struct puma_peer *p, u16 type, u16 flags, u64 req,
 	hdr.req = cpu_to_le64(req);
 	vec[0].iov_base = &hdr;
 	vec[0].iov_len = sizeof(hdr);
-	if (!p->sock)
-		return -ENOTCONN;
 	if (p->tx_tfm) {
 		ret = puma_tag(p->tx_tfm, p->tx_ctr++, vec, nvec, tag);
 		if (ret)
 			return ret;
-		/* Header, payload and tag leave in one segment train. */
-		msg.msg_flags |= MSG_MORE;
 	}
-	ret = kernel_sendmsg(p->sock, &msg, vec, nvec, len + sizeof(hdr));
-	if (ret < 0)
+	/* Header, payload and tag leave in one segment train. */
+	ret = p->xops->send(p, vec, nvec, len + sizeof(hdr), p->tx_tfm);
+	if (ret)
 		return ret;
-	if (ret != len + sizeof(hdr))
-		return -EIO;
-	puma_count_n(PUMA_STAT_BYTES_TX, ret);
+	puma_count_n(PUMA_STAT_BYTES_TX, len + sizeof(hdr));
 	if (!p->tx_tfm)
 		return 0;
-	msg.msg_flags = MSG_NOSIGNAL;
 	tvec.iov_base = tag;
 	tvec.iov_len = sizeof(tag);
-	ret = kernel_sendmsg(p->sock, &msg, &tvec, 1, sizeof(tag));
-	if (ret < 0)
+	ret = p->xops->send(p, &tvec, 1, sizeof(tag), false);
+	if (ret)
 		return ret;
-	if (ret != sizeof(tag))
-		return -EIO;
-	puma_count_n(PUMA_STAT_BYTES_TX, ret);
+	puma_count_n(PUMA_STAT_BYTES_TX, sizeof(tag));
 	return 0;
 }
 
@@ -362,10 +353,7 @@ static int puma_send_puts(struct puma_peer *p, struct list_head *items,
 
 void puma_shutdown(struct puma_peer *p)
 {
-	mutex_lock(&p->sock_mutex);
-	if (p->sock)
-		kernel_sock_shutdown(p->sock, SHUT_RDWR);
-	mutex_unlock(&p->sock_mutex);
+	p->xops->shutdown(p);
 }
 
 /* fault_inval_error_ms: fail the INVAL @b?  Return: the delay, or 0. */

@@ -325,6 +325,24 @@ install_qemu()
 {
 	build_component "$QEMU_SRC_PKG" "$QEMU_SRC_VERSION_GLOB" \
 		"$PUMA_TOP/qemu-patches" configure_qemu
+	install_ivshmem_server
+}
+
+# QEMU builds contrib/ivshmem-server but "meson install" leaves it out:
+# copy it into the prefix when it is missing (the same-host Puma
+# transport's lab tests start one per guest pair, puma_lab/ivshmem.py).
+# Not part of configure_qemu on purpose: that function is hashed into the
+# build key (stack_key), and changing it would rebuild QEMU for a binary
+# that is built already.
+install_ivshmem_server()
+{
+	local base=$PUMA_CACHE/$QEMU_SRC_PKG/current
+	local bin=$base/src/build/contrib/ivshmem-server/ivshmem-server
+	[ -x "$base/prefix/bin/ivshmem-server" ] && return 0
+	[ -x "$bin" ] ||
+		die "$bin is missing: QEMU in $base was built without it"
+	install -m0755 "$bin" "$base/prefix/bin/ivshmem-server"
+	info "ivshmem-server installed in $base/prefix/bin"
 }
 
 install_libvirt()

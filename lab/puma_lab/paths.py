@@ -53,6 +53,11 @@ def qemu_binary():
     return os.path.join(qemu_prefix(), 'bin', 'qemu-system-x86_64')
 
 
+def ivshmem_server():
+    """QEMU's ivshmem-server, installed in its prefix by lab/setup stack."""
+    return os.path.join(qemu_prefix(), 'bin', 'ivshmem-server')
+
+
 def memory_server():
     """qemu-memory-server: $PUMA_MEMSRV_PREFIX/bin, else QEMU's prefix."""
     prefix = os.environ.get('PUMA_MEMSRV_PREFIX') or qemu_prefix()

@@ -93,8 +93,11 @@ class Guest:
     def __init__(self, lab, name, kernel='6.1', mem_mb=512, vcpus=1,
                  disks=(), nics=0, share=None, cpu='max', append='',
                  extra_args=(), ns=None, events=False, share_readonly=False,
-                 env=None):
+                 env=None, ivshmem=None):
         self.lab = lab
+        # An ivshmem.IvshmemServer: an ivshmem-doorbell device on it, at
+        # PCI address ivshmem.PCI_ADDR.
+        self.ivshmem = ivshmem
         # Variables added to QEMU's environment (e.g. a test's LD_PRELOAD).
         self.env = dict(env or {})
         # The namespace QEMU runs in: the lab's, or an emulated host's.
@@ -164,6 +167,8 @@ class Guest:
                         ',readonly=on' if self.share_readonly else ''),
                      '-device', 'virtio-9p-pci,fsdev=fs0,mount_tag=host']
             cmdline.append('puma.share=host')
+        if self.ivshmem:
+            argv += self.ivshmem.qemu_args(0)
         if self.events:
             # A second monitor, for a client that listens to events while
             # commands come and go on the first one.

@@ -45,8 +45,17 @@ reads from QEMU's block stats), their median and spread (min, max), and
 the ratios of medians, which the model makes comparable with a cloud:
 ``random_x_nopuma_netvol``, ``random_x_nopuma_hdd``,
 ``app_x_nopuma_netvol``, ``seq_x_nopuma``, ``get_p50_x_rtt``,
-``lender_slowdown``, ``crypto_cpu_us_per_get``.  ``shm_get_x_tcp`` is
-null with its reason in ``skipped``: no same-host transport exists yet.
+``lender_slowdown``, ``crypto_cpu_us_per_get``.
+
+Same-host transport (case ``shm``): both guests also have an
+``ivshmem-doorbell`` device on one ``ivshmem-server``.  The borrower is
+paired with the lender over TCP, then over the shared memory (never both
+at once), alternately, REPEATS times; each time a region of SHM_GETLAT_MB
+is put and read back block by block as for ``get_p50_x_rtt``
+(``get_latency``).  ``shm_get_x_tcp`` is the median get latency (fio's
+p50 completion latency) over shared memory over that over TCP, all in
+the same run; the runs are kept (``getlat_p50_ms_tcp``,
+``getlat_p50_ms_shm``).
 Anything not measured is null, never a guess.
 """
 
@@ -61,6 +70,7 @@ import sys
 from puma_lab import appdb
 from puma_lab import diskmodel
 from puma_lab import errors
+from puma_lab import ivshmem
 from puma_lab import kmod
 from puma_lab import lab as lab_mod
 from puma_lab import paths
@@ -73,13 +83,11 @@ CONTROL_FILES = ('role', 'key', 'port', 'peers', 'seq_filter', 'stats')
 PUMACTL = 'sh /mnt/host/pumactl'
 KEY = 'bench-puma-shared-key'
 PORT = 7400
-CASES = ('nopuma', 'upper', 'puma')
-DEFAULT_CASES = ('nopuma', 'puma')
+CASES = ('nopuma', 'upper', 'puma', 'shm')
+DEFAULT_CASES = ('nopuma', 'puma', 'shm')
 DEVICES = ('netvol', 'hdd')
 # The device the application and the sequential scan run on.
 APP_DEVICE = 'netvol'
-SHM_MISSING = ('no same-host transport yet (shared memory between the '
-               'two VMs): only TCP is measured')
 # Share of the lender's RAM its memory-hungry program takes.
 HOG_SHARE = 0.7
 # fio case name, fio arguments (the file and run time are added).  Random
@@ -138,7 +146,8 @@ def summarize(meas, skipped, model):
     keys = {'app': ('qps', 'disk_reads', 'gets', 'hits',
                     'gets_skipped_rtt'),
             'getlat': ('p50_ms', 'p99_ms', 'gets', 'hits')}
-    for case in CASES:
+    # The shm case has figures of its own (below), not these.
+    for case in ('nopuma', 'upper', 'puma'):
         for kind in kinds:
             if kind == 'getlat' and case != 'puma':
                 continue
@@ -166,7 +175,15 @@ def summarize(meas, skipped, model):
     rtt = meas.get('rtt_ms') or {}
     out['get_p50_x_rtt'] = _ratio(_median(meas, 'puma', 'getlat', 'p50_ms'),
                                   rtt.get('p50'))
-    out['shm_get_x_tcp'] = None
+    shm = meas.get('shm', {})
+    for t in ('tcp', 'shm'):
+        for key in ('p50_ms', 'p99_ms', 'gets', 'hits'):
+            out['getlat_%s_%s' % (key, t)] = spread(
+                [r.get(key) for r in shm.get('getlat_' + t) or []])
+    out['shm_get_x_tcp'] = _ratio(_median(meas, 'shm', 'getlat_shm',
+                                          'p50_ms'),
+                                  _median(meas, 'shm', 'getlat_tcp',
+                                          'p50_ms'))
     opens = meas.get('puma', {}).get('crypto') or {}
     out['crypto_cpu_us_per_get'] = (
         round(opens['open_ns'] / opens['opens'] / 1000.0, 2)
@@ -182,7 +199,7 @@ def summarize(meas, skipped, model):
                                     reclaim.get('alloc_idle_s'))
     out['net_rtt_ms'] = rtt or None
     out['puma_stats'] = meas.get('puma', {}).get('stats')
-    out['skipped'] = dict(skipped, shm=SHM_MISSING)
+    out['skipped'] = dict(skipped)
     return out
 
 
@@ -235,9 +252,10 @@ def random_warm_up(g, args):
         fio(g, 'random', args, runtime=args.random_warmup)
 
 
-def boot(lab, name, args, mem_mb, disks, share=None, nics=0):
+def boot(lab, name, args, mem_mb, disks, share=None, nics=0, server=None):
     return vm.Guest(lab, name, kernel=args.kernel, mem_mb=mem_mb, vcpus=2,
-                    disks=disks, share=share, nics=nics).start()
+                    disks=disks, share=share, nics=nics,
+                    ivshmem=server).start()
 
 
 def mount(g):
@@ -443,7 +461,7 @@ def nopuma_case(b, args, disk, delays):
     return out
 
 
-def get_latency(lender, b, args, disk, delay_ms):
+def get_latency(lender, b, args, disk, delay_ms, mb=None):
     """A region put to the lender page by page; each read of it is a get.
 
     A page-cache drop would evict faster than the put buffers drain (the
@@ -454,7 +472,8 @@ def get_latency(lender, b, args, disk, delay_ms):
     order, with the disk at DELAY_MS: the gets that hit are what the
     median measures (``gets`` and ``hits`` say how many).
     """
-    chunks = args.getlat_mb // 4
+    mb = mb or args.getlat_mb
+    chunks = mb // 4
     pumactl(b, 'set', 'seq_filter', '0')
     disk.set_delay(0)
     b.run('dd if=%s of=/dev/null bs=4M count=%d' % (DATA, chunks),
@@ -466,9 +485,40 @@ def get_latency(lender, b, args, disk, delay_ms):
     pumactl(b, 'set', 'seq_filter', '1')
     disk.set_delay(delay_ms)
     before = puma_stats(b)
-    fig = fio(b, 'getlat', args, size_mb=args.getlat_mb)
+    fig = fio(b, 'getlat', args, size_mb=mb)
     fig.update(stats_delta(b, before, ('gets', 'hits')))
     return [fig]
+
+
+def shm_case(b, lender, args, disk, delays):
+    """Gets over TCP, then over shared memory, alternately, REPEATS times.
+
+    The borrower has one lender at a time (a put goes to any ready one):
+    the TCP peer is removed before the shared memory pairing is made,
+    and back.  Removing a pairing forgets its pages on both sides, so
+    each measurement starts with the region put over its own transport.
+    """
+    ip = lender.addrs[0].split('/')[0]
+    if ' ready' not in pumactl(b, 'peers'):
+        pair(lender, b, args.puma_set)
+    pumactl(lender, 'shm', 'lend', ivshmem.PCI_ADDR, KEY)
+    out = {'getlat_tcp': [], 'getlat_shm': []}
+    for r in range(args.repeats):
+        for t in ('tcp', 'shm'):
+            if t == 'shm':
+                pumactl(b, 'peer', 'del', '%s:%d' % (ip, PORT))
+                pumactl(b, 'shm', 'borrow', ivshmem.PCI_ADDR, KEY)
+            wait_ready(b)
+            fig = get_latency(lender, b, args, disk, delays[APP_DEVICE],
+                              mb=args.shm_getlat_mb)[0]
+            fig['peers'] = pumactl(b, 'peers').strip()
+            print('get over %s, round %d: %s' % (t, r, fig),
+                  file=sys.stderr)
+            out['getlat_' + t].append(fig)
+            if t == 'shm':
+                pumactl(b, 'shm', 'del', ivshmem.PCI_ADDR)
+                pumactl(b, 'peer', 'add', '%s:%d' % (ip, PORT))
+    return out
 
 
 def puma_case(b, lender, args, disk, delays):
@@ -530,6 +580,8 @@ def parse_args(argv):
                     help='size of the cold sequential scan')
     ap.add_argument('--getlat-mb', type=int, default=32,
                     help='region put page by page for the get latency')
+    ap.add_argument('--shm-getlat-mb', type=int, default=8,
+                    help='region put and read back per transport (shm)')
     ap.add_argument('--kvm-rtt-us', type=float, default=diskmodel.KVM_RTT_US,
                     help='reference round trip between two KVM guests')
     ap.add_argument('--runtime', type=int, default=30,
@@ -590,10 +642,12 @@ def run(argv):
         image, args.rows = make_image(lab, args)
         prepare_share(lab, args, share, skipped)
         disk = diskmodel.ModelledDisk(lab, 'data', image).start()
+        server = (ivshmem.IvshmemServer(lab).start()
+                  if 'shm' in args.cases else None)
         b = boot(lab, 'borrower', args, args.borrower_mb, [disk.disk],
-                 share=share, nics=1)
+                 share=share, nics=1, server=server)
         lender = boot(lab, 'lender', args, args.lender_mb, [], share=share,
-                      nics=1)
+                      nics=1, server=server)
         b.wait_booted()
         lender.wait_booted()
         mount(b)
@@ -614,16 +668,20 @@ def run(argv):
         print('disk model: %r' % model, file=sys.stderr)
         if 'nopuma' in args.cases:
             meas['nopuma'] = nopuma_case(b, args, disk, delays)
-        if 'puma' in args.cases and 'puma' not in skipped:
+        if {'puma', 'shm'} & set(args.cases) and 'puma' not in skipped:
             why = load_borrower(b, share)
             if not why:
                 lender.run('insmod /mnt/host/puma.ko')
-                # The first run after boot also pays for the guest's
-                # first touches of its RAM: the case times the second.
-                lender_hog(lender, args)
-                meas['puma'] = puma_case(b, lender, args, disk, delays)
             else:
                 skipped['puma'] = why
+                skipped['shm'] = why
+        if 'puma' in args.cases and 'puma' not in skipped:
+            # The first run after boot also pays for the guest's
+            # first touches of its RAM: the case times the second.
+            lender_hog(lender, args)
+            meas['puma'] = puma_case(b, lender, args, disk, delays)
+        if 'shm' in args.cases and 'shm' not in skipped:
+            meas['shm'] = shm_case(b, lender, args, disk, delays)
         meas['rtt_ms_end'] = net_rtt_ms(b, ip, count=50)
         b.stop()
         lender.stop()

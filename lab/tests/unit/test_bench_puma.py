@@ -31,7 +31,8 @@ def test_puma_not_run_gives_nulls_and_the_reason():
                        'app': [{'qps': 10.0}],
                        'seq': [{'mib_s': 24.0}]},
             'rtt_ms': {'p50': 1.9}}
-    why = {'puma': 'puma.ko has no control interface'}
+    why = {'puma': 'puma.ko has no control interface',
+           'shm': 'puma.ko has no control interface'}
     out = puma.summarize(meas, why, MODEL)
     assert out['model'] == MODEL
     assert out['random_netvol_iops_nopuma'] == {
@@ -44,11 +45,10 @@ def test_puma_not_run_gives_nulls_and_the_reason():
                 'shm_get_x_tcp', 'lender_slowdown',
                 'crypto_cpu_us_per_get', 'random_netvol_iops_puma',
                 'random_hdd_iops_nopuma', 'getlat_p50_ms_puma',
-                'puma_stats', 'lender_alloc_idle_s'):
+                'puma_stats', 'lender_alloc_idle_s', 'getlat_p50_ms_tcp',
+                'getlat_p50_ms_shm'):
         assert out[key] is None, key
-    assert out['skipped']['puma'] == why['puma']
-    # The same-host transport does not exist: said, never a figure.
-    assert 'same-host' in out['skipped']['shm']
+    assert out['skipped'] == why
 
 
 def test_ratios_are_of_medians_when_every_case_ran():
@@ -73,7 +73,13 @@ def test_ratios_are_of_medians_when_every_case_ran():
                                  'alloc_hosting_s': 2.5,
                                  'hosted_before': 60000,
                                  'hosted_after': 100, 'lend_shrunk': 59900,
-                                 'lend_suspends': 1}}}
+                                 'lend_suspends': 1}},
+            'shm': {'getlat_tcp': [{'p50_ms': 2.0, 'p99_ms': 5.0},
+                                   {'p50_ms': 3.0, 'p99_ms': 6.0},
+                                   {'p50_ms': 2.4, 'p99_ms': 9.0}],
+                    'getlat_shm': [{'p50_ms': 1.2, 'p99_ms': 3.0},
+                                   {'p50_ms': 0.9, 'p99_ms': 2.0},
+                                   {'p50_ms': 1.0, 'p99_ms': 4.0}]}}
     out = puma.summarize(meas, {}, MODEL)
     assert out['random_x_nopuma_netvol'] == 10.0
     assert out['random_x_nopuma_hdd'] == 40.0
@@ -87,7 +93,10 @@ def test_ratios_are_of_medians_when_every_case_ran():
     assert out['lender_slowdown'] == 1.25
     assert out['lender_hosted_before'] == 60000
     assert out['lender_lend_shrunk'] == 59900
-    assert out['shm_get_x_tcp'] is None
+    # Medians 1.0 ms over shared memory, 2.4 ms over TCP; runs kept.
+    assert out['shm_get_x_tcp'] == 0.42
+    assert out['getlat_p50_ms_shm']['runs'] == [1.2, 0.9, 1.0]
+    assert out['getlat_p50_ms_tcp']['median'] == 2.4
     assert out['puma_stats'] == {'hits': 7}
     assert out['net_rtt_ms']['p50'] == 2.0
 
