@@ -37,6 +37,7 @@ from nova import objects
 import oslo_messaging as messaging
 import testtools
 
+from puma_nova.compute import guest_pairs
 from puma_nova.compute import lending
 from puma_nova.compute import manager as compute_manager
 from puma_nova.compute import memory_server
@@ -143,6 +144,9 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         drv._puma_ledger = ledger.LedgerCache(drv._puma_fetch_ledger, 0)
         drv._puma_lending = lending.LendingChannel('br-puma', 'puma',
                                                    enabled=False)
+        # No guest runs here: pairs are recorded, no guest is told.
+        drv._puma_guest_pairs = guest_pairs.GuestPairs(
+            lambda uuid: None, 7400, 2)
         drv._puma_memory_servers = memory_server.MemoryServers(
             state_dir, binary, '127.0.0.1', port_min, port_min + 3)
         self.addCleanup(self._stop_memory_servers, drv)
