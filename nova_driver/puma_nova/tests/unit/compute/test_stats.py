@@ -53,8 +53,8 @@ class RefaultsTest(testtools.TestCase):
 VMSTAT = 'nr_free_pages 100\npgpgin %d\nworkingset_refault_file %d\n'
 
 
-class AgentFiguresTest(testtools.TestCase):
-    """With a connected guest agent the guest's own counters are used."""
+class _AgentTestCase(testtools.TestCase):
+    """Default options, and a guest agent over the dict self.files."""
 
     def setUp(self):
         super().setUp()
@@ -68,6 +68,10 @@ class AgentFiguresTest(testtools.TestCase):
             'puma_nova.compute.guest_agent._libvirt_qemu',
             lambda: mock.Mock(qemuAgentCommand=self.fake)))
         self.uuid = self.getUniqueString()
+
+
+class AgentFiguresTest(_AgentTestCase):
+    """With a connected guest agent the guest's own counters are used."""
 
     def _guest(self, state='connected'):
         guest = _guest(self.uuid, 7)
@@ -128,21 +132,8 @@ class AgentFiguresTest(testtools.TestCase):
         self.assertEqual(0, stats.guest_stats(self._guest())['refaults'])
 
 
-class LendableTest(testtools.TestCase):
+class LendableTest(_AgentTestCase):
     """Only an idle guest on the lending channel is offered as a lender."""
-
-    def setUp(self):
-        super().setUp()
-        conf = cfg.ConfigOpts()
-        puma_conf.register_opts(conf)
-        self.useFixture(fixtures.MonkeyPatch(
-            'puma_nova.compute.stats.CONF', conf))
-        self.uuid = self.getUniqueString()
-        self.files = {}
-        fake = test_guest_agent.FakeAgent(self.files)
-        self.useFixture(fixtures.MonkeyPatch(
-            'puma_nova.compute.guest_agent._libvirt_qemu',
-            lambda: mock.Mock(qemuAgentCommand=fake)))
 
     def _report(self, cpu_s, at_s, nic=True, vcpus=2):
         guest = _guest(self.uuid, 0)
