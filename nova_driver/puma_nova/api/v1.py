@@ -272,7 +272,7 @@ class Controller(object):
         try:
             plan = self.scheduler.plan_split(
                 ctxt, server['id'], server['memory_mb'], main_host,
-                server['project_id'])
+                server['project_id'], source_host=server.get('host'))
         except messaging.MessagingTimeout as e:
             # The scheduler may have recorded the plan all the same.
             self._release_plan(ctxt, server['id'], main_host, before)

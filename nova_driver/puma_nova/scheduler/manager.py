@@ -97,7 +97,7 @@ class SchedulerManager(object):
         migration records with (release_failed_plans), or None.
     """
 
-    target = messaging.Target(version='1.4')
+    target = messaging.Target(version='1.5')
 
     def __init__(self, compute_api, placement=None, nova=None):
         self.compute = compute_api
@@ -132,7 +132,7 @@ class SchedulerManager(object):
                      for p in db_api.pair_list(ctxt)]
         return model.Cluster.build(mhosts, vms, pairs), hosts
 
-    # RPC API 1.4
+    # RPC API 1.5
 
     @messaging.expected_exceptions(exception.InvalidStats)
     def report_host(self, ctxt, host, stats=None, report=None):
@@ -152,7 +152,7 @@ class SchedulerManager(object):
 
     @messaging.expected_exceptions(split.PlanError)
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
-                   project_id, supersede=False):
+                   project_id, supersede=False, source_host=None):
         """Plan a split migration with MAIN_HOST as main host.
 
         :param supersede: the destination asks (1.3).  Nova checks one
@@ -162,13 +162,16 @@ class SchedulerManager(object):
             its answer was lost): it is released, its memory server
             stopped, and its sub host not used for this plan.
             Without it (puma-api), such a plan refuses.
+        :param source_host: the host the server runs on (1.5), never
+            its sub host; without it, the host whose last report lists
+            the server (a server created since has none).
         """
         superseded = []
         try:
             with self._plan_lock:
                 return self._plan_locked(ctxt, instance_uuid, memory_mb,
                                          main_host, project_id, supersede,
-                                         superseded)
+                                         superseded, source_host)
         finally:
             for entry in superseded:
                 LOG.warning('Released the split plan of %(vm)s with main '
@@ -182,7 +185,7 @@ class SchedulerManager(object):
                     timeout=min(5, CONF.puma_scheduler.rpc_timeout))
 
     def _plan_locked(self, ctxt, instance_uuid, memory_mb, main_host,
-                     project_id, supersede, superseded):
+                     project_id, supersede, superseded, source_host):
         active = db_api.ledger_list(ctxt, instance_uuid=instance_uuid,
                                     active_only=True)
         for e in active:
@@ -205,7 +208,8 @@ class SchedulerManager(object):
         cluster, _hosts = self._cluster(ctxt)
         current = cluster.vms.get(instance_uuid)
         vm = model.VM(uuid=instance_uuid,
-                      host=current.host if current else None,
+                      host=source_host or (current.host if current
+                                           else None),
                       project=project_id, ram_mb=memory_mb)
         cluster = model.Cluster(cluster.hosts,
                                 dict(cluster.vms, **{instance_uuid: vm}))

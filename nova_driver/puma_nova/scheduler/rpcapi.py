@@ -29,6 +29,9 @@ API version history:
             being refused.
     * 1.4 - report_host takes 'report', a PumaHostReport versioned
             object, instead of the 'stats' dictionary (still accepted).
+    * 1.5 - plan_split takes source_host: the host the server runs on,
+            which is never its sub host (the server's own host report
+            may not list it yet).
 """
 
 from oslo_config import cfg
@@ -41,7 +44,7 @@ from puma_nova import rpc
 CONF = cfg.CONF
 upgrade_levels.register_opts(CONF)
 
-RPC_API_VERSION = '1.4'
+RPC_API_VERSION = '1.5'
 
 
 class SchedulerAPI(object):
@@ -88,7 +91,7 @@ class SchedulerAPI(object):
                           stats=report.to_stats())
 
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
-                   project_id, supersede=False):
+                   project_id, supersede=False, source_host=None):
         """Plan (and record as 'planned') the split migration of a server.
 
         :param supersede: the caller is the destination host Nova is
@@ -96,6 +99,10 @@ class SchedulerAPI(object):
             of the server with another main host was left by an earlier
             attempt and is released (1.3; under a lower version cap the
             call is made without it, and such a plan refuses).
+        :param source_host: the host the server runs on now (Nova's
+            record), never chosen as its sub host (1.5; under a lower
+            version cap the scheduler knows the source only from the
+            hosts' reports).
         :returns: {'sub_host', 'main_limit_mb', 'remote_mb'}; sub_host is
             None when the server fits whole on MAIN_HOST.
         :raises: oslo_messaging.RemoteError wrapping PlanError.
@@ -105,6 +112,9 @@ class SchedulerAPI(object):
         if supersede and self.client.can_send_version('1.3'):
             version = '1.3'
             kwargs['supersede'] = True
+        if source_host and self.client.can_send_version('1.5'):
+            version = '1.5'
+            kwargs['source_host'] = source_host
         cctxt = self._prepare(version)
         return cctxt.call(ctxt, 'plan_split', instance_uuid=instance_uuid,
                           memory_mb=memory_mb, main_host=main_host,

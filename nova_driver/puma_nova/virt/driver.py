@@ -539,7 +539,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             # after that host's checks (supersede, scheduler API 1.3).
             answer = self._puma_scheduler.plan_split(
                 ctxt, instance.uuid, need, self._puma_host,
-                instance.project_id, supersede=True)
+                instance.project_id, supersede=True,
+                source_host=instance.host)
         except messaging.MessagingTimeout as e:
             # The scheduler may have recorded the plan all the same.
             self._puma_release(ctxt, instance.uuid, self._puma_host, None)

@@ -13,12 +13,12 @@
 """Test double of the Puma scheduler's RPC endpoint.
 
 The real service is puma_nova.scheduler (SchedulerService). This double
-implements the same RPC API (topic puma-scheduler, version 1.4:
+implements the same RPC API (topic puma-scheduler, version 1.5:
 report_host with a PumaHostReport or statistics, plan_split with
-supersede, get_ledger, release_split with main_host, split_state; not
-release_entry) with an in-memory ledger
-and a fixed choice of sub hosts, so that the functional tests can drive
-the compute driver through real oslo.messaging calls on Nova's fake
+supersede and source_host, get_ledger, release_split with main_host,
+split_state; not release_entry) with an in-memory ledger and a fixed
+choice of sub hosts, so that the functional tests can drive the compute
+driver through real oslo.messaging calls on Nova's fake
 transport. Given the real placement client (scheduler.placement), it
 writes what a split lends to placement as the service does: when it
 plans, and when an entry stops holding memory.
@@ -38,7 +38,7 @@ class PlanError(Exception):
 
 class SchedulerDouble(object):
 
-    target = messaging.Target(version='1.4')
+    target = messaging.Target(version='1.5')
 
     def __init__(self, sub_hosts, main_limits, placement=None):
         """A double that splits onto sub_hosts with fixed limits.
@@ -60,6 +60,8 @@ class SchedulerDouble(object):
         self.entries = []
         self.reports = {}
         self.calls = []
+        # {instance uuid: the source host its last plan_split named}
+        self.sources = {}
         self._lock = threading.Lock()
         # A puma_nova.compute.rpcapi.ComputeAPI: when set, superseded
         # plans get their memory server stopped, as the service does.
@@ -83,11 +85,11 @@ class SchedulerDouble(object):
             self.reports[host] = stats
 
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
-                   project_id, supersede=False):
+                   project_id, supersede=False, source_host=None):
         superseded = []
         try:
             return self._plan(ctxt, instance_uuid, memory_mb, main_host,
-                              supersede, superseded)
+                              supersede, superseded, source_host)
         finally:
             for e in superseded:
                 if self.compute is not None:
@@ -95,9 +97,10 @@ class SchedulerDouble(object):
                                                     instance_uuid)
 
     def _plan(self, ctxt, instance_uuid, memory_mb, main_host, supersede,
-              superseded):
+              superseded, source_host):
         with self._lock:
             self.calls.append(('plan_split', instance_uuid, main_host))
+            self.sources[instance_uuid] = source_host
             busy = {e['sub_host'] for e in self._of(instance_uuid)}
             for e in self._of(instance_uuid):
                 if e['state'] != 'planned':
@@ -119,7 +122,7 @@ class SchedulerDouble(object):
                     self.placement.give_back(e['sub_host'], e['mb'])
                 superseded.append(e)
             subs = [h for h in self.sub_hosts
-                    if h != main_host and h not in busy]
+                    if h not in (main_host, source_host) and h not in busy]
             limit = self.main_limits.get(main_host, 0)
             if not subs or limit <= 0 or limit >= memory_mb:
                 raise PlanError('no sub host for %s' % instance_uuid)

@@ -257,6 +257,9 @@ class SplitLiveMigrationTest(PumaServersTestBase):
 
         self._live_migrate(server, 'completed', host='dest')
 
+        # The destination named the server's host to the scheduler,
+        # which never makes it the sub host.
+        self.assertEqual({server['id']: 'src'}, self.sched.sources)
         # The source passed the split to libvirt.
         self.assertEqual(1, len(self.migrations))
         _dest, params, flags = self.migrations[0]

@@ -107,6 +107,16 @@ class TestAPI(base.TestCase):
                          [(m['instance_uuid'], m['size_mb'], m['state'])
                           for m in ms['memory_servers']])
 
+    def test_the_servers_host_is_never_its_sub_host(self):
+        # Nova says the server runs on 'near' (just moved there); no
+        # report lists it there yet.
+        self.nova.servers[UUID]['host'] = 'near'
+        self.flags(group='puma_scheduler',
+                   host_racks={'m': 'r1', 'near': 'r1', 'far': 'r1'})
+        self.rpc.api.report_host(self.ctxt, 'far', base.stats(5000))
+        resp = self.post({'server': UUID, 'host': 'm'}, 202)
+        self.assertEqual('far', resp.json['split_migration']['sub_host'])
+
     def test_main_host_is_picked_when_not_given(self):
         resp = self.post({'server': UUID}, 202)
         # 'near' has the most free memory and is not the source.
@@ -145,8 +155,8 @@ class TestAPI(base.TestCase):
     def test_plan_timeout_releases_the_plan_made_all_the_same(self):
         plan_split = self.rpc.api.plan_split
 
-        def late(*args):
-            plan_split(*args)
+        def late(*args, **kwargs):
+            plan_split(*args, **kwargs)
             raise messaging.MessagingTimeout('late')
 
         self.useFixture(fixtures.MockPatchObject(

@@ -70,7 +70,8 @@ class FakeScheduler(object):
                                         'no ledger entry %d' % entry_id)
         self.released.append(entry_id)
 
-    def plan_split(self, ctxt, server_id, memory_mb, main_host, project_id):
+    def plan_split(self, ctxt, server_id, memory_mb, main_host, project_id,
+                   source_host=None):
         self.planned.append((server_id, main_host, project_id))
         return {'sub_host': 'near', 'main_limit_mb': 4096,
                 'remote_mb': memory_mb - 4096}

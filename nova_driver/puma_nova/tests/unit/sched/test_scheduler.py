@@ -217,6 +217,26 @@ class TestSchedulerRPC(base.TestCase):
                           for e in db_api.ledger_list(self.ctxt)])
         self.assertEqual([], self.rpc.computes['near'].stopped)
 
+    def test_source_host_is_never_the_sub_host(self):
+        # i9 was just created on 'big': no report lists it yet, and
+        # 'big' has the most free memory of m's rack.
+        self.flags(group='puma_scheduler',
+                   host_racks={'m': 'r1', 'near': 'r1', 'big': 'r1'})
+        self.api.report_host(self.ctxt, 'big', base.stats(40000))
+        plan = self.api.plan_split(self.ctxt, 'i9', 8192, 'm', 'p1',
+                                   source_host='big')
+        self.assertEqual('near', plan['sub_host'])
+        self.assertEqual([('i9', 'm', 'near')],
+                         [(e['instance_uuid'], e['main_host'],
+                           e['sub_host'])
+                          for e in db_api.ledger_list(self.ctxt)])
+        # A scheduler capped below 1.5 knows the source from the reports
+        # only, and would have chosen it.
+        self.api.release_split(self.ctxt, 'i9')
+        old = rpcapi.SchedulerAPI(self.rpc.transport, version_cap='1.4')
+        self.assertEqual('big', old.plan_split(
+            self.ctxt, 'i9', 8192, 'm', 'p1', source_host='big')['sub_host'])
+
     def test_scoped_release_needs_version_1_1(self):
         self.api.plan_split(self.ctxt, 'i1', 8192, 'm', 'p1')
         old = rpcapi.SchedulerAPI(self.rpc.transport, version_cap='1.0')

@@ -51,6 +51,8 @@ class ReleaseTest(test.NoDBTestCase):
         super().setUp()
         self.instance = test_split._instance({'puma:split': 'allowed'})
         self.instance.project_id = 'p'
+        # It runs on dest, split with sub, and moves back to src.
+        self.instance.host = 'dest'
         self.uuid = self.instance.uuid
         self.ctxt = nova_context.get_admin_context()
         self.sched = scheduler_double.SchedulerDouble(
