@@ -51,6 +51,11 @@ READY_LINE = re.compile(r'puma-guest: ready [^\s\[]+(?=[\s\[])')
 # rebooted after one of these failed, it did not lose its machine.
 KERNEL_DEATH = ('Kernel panic', 'BUG:', 'Oops', 'general protection',
                 'Call Trace')
+# A kernel host's console: a CPU whose timer interrupt TCG lost, and the
+# stalls that follow a CPU TCG runs too late or not at all.
+LOST_TIMER = ("timer wakeup didn't happen",)
+STALLS = ('detected stalls on CPUs', 'self-detected stall on CPU',
+          'kthread starved for', 'soft lockup - CPU')
 
 
 class MachineFault(errors.LabError):
@@ -100,7 +105,7 @@ class KernelHost(vm.Guest):
         try:
             return super().run(command, timeout=timeout, check=check)
         except errors.LabError as e:
-            if 'agent' not in str(e):
+            if 'agent' not in str(e) and 'polls unanswered' not in str(e):
                 raise
             # The agent's socket goes before QEMU has ended: give it a
             # moment to say which it was.
@@ -108,6 +113,11 @@ class KernelHost(vm.Guest):
                 raise MachineFault(str(self._diagnose(
                     'QEMU ended (%d): the kernel host reset under '
                     '-no-reboot; %s' % (self.proc.returncode, e)))) from e
+            stall = self.stall_line()
+            if stall:
+                raise MachineFault(str(self._diagnose(
+                    'its agent stopped answering after a CPU stalled '
+                    '("%s"); %s' % (stall, e)))) from e
             raise self._diagnose(str(e)) from e
 
     def alive(self, grace=0):
@@ -130,6 +140,15 @@ class KernelHost(vm.Guest):
             return False
         return True
 
+    def _console_lines(self, marks):
+        """The kernel host's console lines that hold one of MARKS."""
+        try:
+            with open(self.console_log, errors='replace') as f:
+                return [line.strip() for line in f
+                        if any(m in line for m in marks)]
+        except FileNotFoundError:
+            return []
+
     def lost_timer(self):
         """The console line that says the kernel host lost a timer, or None.
 
@@ -139,14 +158,18 @@ class KernelHost(vm.Guest):
         bench of 2026-11-27: CPU 0, then soft lockups of CPU 1 waiting
         for it).
         """
-        try:
-            with open(self.console_log, errors='replace') as f:
-                for line in f:
-                    if "timer wakeup didn't happen" in line:
-                        return line.strip()
-        except FileNotFoundError:
-            pass
-        return None
+        return (self._console_lines(LOST_TIMER) or [None])[0]
+
+    def stall_line(self):
+        """The first console line that says a CPU stalled, or None.
+
+        An RCU stall or a soft lockup alone may pass (a CPU TCG ran
+        late); with an agent that stopped answering it is a lost machine
+        (CI of 2026-11-28: CPU 0 stalled, then khugepaged locked CPU 1,
+        and the kernel host never answered again).  A stall our KVM
+        causes comes back on every new machine, and still fails.
+        """
+        return (self._console_lines(STALLS) or [None])[0]
 
     def panic_line(self):
         """The kernel host's last "Kernel panic" console line, or None.
@@ -157,15 +180,7 @@ class KernelHost(vm.Guest):
         scheduler" once, cause open), but the line goes into the fault's
         message, so the pytest warning shows it.
         """
-        found = None
-        try:
-            with open(self.console_log, errors='replace') as f:
-                for line in f:
-                    if 'Kernel panic' in line:
-                        found = line.strip()
-        except FileNotFoundError:
-            pass
-        return found
+        return (self._console_lines(('Kernel panic',)) or [None])[-1]
 
     def healthy(self):
         """Whether the kernel host answers and lost no timer."""
@@ -502,6 +517,9 @@ class NestedGuest:
             if not fault and self.host.lost_timer():
                 fault = ('its kernel host lost a timer interrupt: %s'
                          % self.host.lost_timer())
+            if not fault and self.host.stall_line():
+                fault = ('a CPU of its kernel host stalled: %s'
+                         % self.host.stall_line())
             if fault:
                 raise MachineFault('L2 guest %s in %s: %s; %s'
                                    % (self.name, self.host.name, fault,

@@ -33,10 +33,11 @@ class Host:
     name = 'kh'
 
     def __init__(self, alive=True, answers=True, lost_timer=None,
-                 l2_runs=True, panic=None):
+                 l2_runs=True, panic=None, stall=None):
         self._alive = alive
         self._answers = answers
         self._lost_timer = lost_timer
+        self._stall = stall
         self._l2_runs = l2_runs
         self._panic = panic
 
@@ -48,6 +49,9 @@ class Host:
 
     def lost_timer(self):
         return self._lost_timer
+
+    def stall_line(self):
+        return self._stall
 
     def panic_line(self):
         return self._panic
@@ -125,13 +129,14 @@ def test_a_failing_command_after_a_reset_is_no_machine_fault(tmp_path):
     assert g.run('insmod /mnt/host/shoot4u.ko', check=False).rc == 1
 
 
-def kernel_host_ending(seconds, monkeypatch):
+def kernel_host_ending(seconds, monkeypatch, tmp_path):
     """A KernelHost whose QEMU ends SECONDS after its agent went away."""
     import subprocess
 
     from puma_lab import vm
     kh = object.__new__(kernel_host.KernelHost)
     kh.name = 'kh'
+    kh.console_log = str(tmp_path / 'console.log')
     kh.proc = subprocess.Popen(['sleep', str(seconds)])
     kh._diagnose = lambda why: errors.LabError('guest kh: ' + why)
 
@@ -142,16 +147,19 @@ def kernel_host_ending(seconds, monkeypatch):
     return kh
 
 
-def test_a_kernel_host_whose_qemu_is_ending_is_a_machine_fault(monkeypatch):
+def test_a_kernel_host_whose_qemu_is_ending_is_a_machine_fault(
+        monkeypatch, tmp_path):
     """Its agent's socket goes first: QEMU gets a moment to end."""
-    kh = kernel_host_ending(0.5, monkeypatch)
+    kh = kernel_host_ending(0.5, monkeypatch, tmp_path)
     with pytest.raises(kernel_host.MachineFault, match='QEMU ended'):
         kh.run('true')
 
 
-def test_a_kernel_host_that_runs_on_is_no_machine_fault(monkeypatch):
+def test_a_kernel_host_that_runs_on_is_no_machine_fault(monkeypatch,
+                                                        tmp_path):
+    """Its agent went away, no stall on its console: not the machine."""
     monkeypatch.setattr(kernel_host, 'ENDING_GRACE', 0.2)
-    kh = kernel_host_ending(30, monkeypatch)
+    kh = kernel_host_ending(30, monkeypatch, tmp_path)
     try:
         with pytest.raises(errors.LabError) as e:
             kh.run('true')
@@ -274,9 +282,42 @@ def test_lost_timer_reads_the_kernel_host_console(tmp_path):
     kh = object.__new__(kernel_host.KernelHost)
     kh.console_log = str(tmp_path / 'console.log')
     assert kh.lost_timer() is None
-    (tmp_path / 'console.log').write_text(
-        '[ 1176.695581] watchdog: BUG: soft lockup - CPU#1 stuck for 44s!\n')
+    assert kh.stall_line() is None
+    (tmp_path / 'console.log').write_text(SOFT_LOCKUP + '\n')
     assert kh.lost_timer() is None
+    assert kh.stall_line() == SOFT_LOCKUP
     with open(kh.console_log, 'a') as f:
         f.write(LOST_TIMER + '\n')
     assert kh.lost_timer() == LOST_TIMER
+    assert kh.stall_line() == SOFT_LOCKUP
+
+
+SOFT_LOCKUP = ('[  485.112006] watchdog: BUG: soft lockup - CPU#1 stuck for '
+               '26s! [khugepaged:41]')
+RCU_STALL = ('[  459.114765] rcu: INFO: rcu_preempt detected stalls on '
+             'CPUs/tasks:')
+
+
+def test_a_silent_agent_in_a_kernel_host_whose_cpu_stalled(tmp_path):
+    """CI of 2026-11-28: the relay through a stalled kernel host failed."""
+    g = guest(tmp_path, BOOT, stall=RCU_STALL)
+    with pytest.raises(kernel_host.MachineFault,
+                       match='a CPU of its kernel host stalled: .*rcu'):
+        g.run('tlbstorm -n 300')
+
+
+def test_a_kernel_host_that_stalled_and_went_silent_is_lost(
+        tmp_path, monkeypatch):
+    """CI of 2026-11-28: CPU 0 stalled, then a soft lockup on CPU 1."""
+    monkeypatch.setattr(kernel_host, 'ENDING_GRACE', 0.2)
+    kh = kernel_host_ending(30, monkeypatch, tmp_path)
+    (tmp_path / 'console.log').write_text(
+        BOOT + RCU_STALL + '\n' + SOFT_LOCKUP + '\n')
+    try:
+        with pytest.raises(kernel_host.MachineFault,
+                           match='stopped answering after a CPU stalled '
+                           '.*detected stalls'):
+            kh.run('true')
+    finally:
+        kh.proc.kill()
+        kh.proc.wait()
