@@ -27,10 +27,8 @@ readahead request costs what a 4 KiB one does.
 """
 
 import os
-import signal
-import subprocess
-import time
 
+from puma_lab import daemon
 from puma_lab import errors
 from puma_lab import vm
 
@@ -76,18 +74,17 @@ def nbdkit_argv(image, socket, pidfile, delay_ms):
     return argv
 
 
-class ModelledDisk:
+class ModelledDisk(daemon.Daemon):
     """IMAGE behind nbdkit with a per-read delay; ``disk`` is for vm.Guest."""
 
     def __init__(self, lab, name, image, delay_ms=0):
+        super().__init__('nbdkit for %s' % name,
+                         lab.path('%s.nbdkit.log' % name))
         self.lab = lab
-        self.name = name
         self.image = image
         self.socket = lab.path('%s.nbd' % name)
         self.pidfile = lab.path('%s.nbdkit.pid' % name)
-        self.log = lab.path('%s.nbdkit.log' % name)
         self.delay_ms = delay_ms
-        self.proc = None
         self.disk = vm.Disk(image, readonly=True, nbd_socket=self.socket,
                             nbd_reconnect_s=RECONNECT_S)
 
@@ -97,24 +94,11 @@ class ModelledDisk:
                 os.unlink(f)
         argv = nbdkit_argv(self.image, self.socket, self.pidfile,
                            self.delay_ms)
-        with open(self.log, 'a') as log:
-            log.write('+ %s\n' % ' '.join(argv))
-            log.flush()
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log)
+        self.spawn(argv, append=True)
         if self not in self.lab.guests:
             self.lab.register(self, 'guest')
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise errors.LabError('nbdkit for %s exited with %d: %s'
-                                      % (self.name, self.proc.returncode,
-                                         self.output()))
-            if os.path.exists(self.pidfile):
-                return self
-            time.sleep(0.05)
-        raise errors.LabError('nbdkit for %s wrote no pid file within %ds'
-                              % (self.name, READY_TIMEOUT))
+        return self.wait_ready(lambda: os.path.exists(self.pidfile),
+                               'writing its pid file', READY_TIMEOUT)
 
     def set_delay(self, delay_ms):
         """Restart nbdkit with DELAY_MS per read (QEMU reconnects).
@@ -124,25 +108,12 @@ class ModelledDisk:
         of the export, not as a lost connection to wait for (seen with
         qemu-io: "Cannot send after transport endpoint shutdown").
         """
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self.kill()
         self.delay_ms = delay_ms
         return self.start()
 
-    def output(self):
-        try:
-            with open(self.log, errors='replace') as f:
-                return f.read()
-        except FileNotFoundError:
-            return ''
-
     def stop(self, timeout=15):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self.terminate(timeout)
+        except daemon.Lingered:
+            pass  # killed

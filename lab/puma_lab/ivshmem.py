@@ -14,10 +14,8 @@ address :data:`PCI_ADDR`.
 """
 
 import os
-import signal
-import subprocess
-import time
 
+from puma_lab import daemon
 from puma_lab import errors
 from puma_lab import paths
 
@@ -27,18 +25,16 @@ PCI_SLOT = 0x10
 PCI_ADDR = '0000:00:%02x.0' % PCI_SLOT
 
 
-class IvshmemServer:
+class IvshmemServer(daemon.Daemon):
     """One ivshmem-server: SIZE_MB of shared memory, VECTORS doorbells."""
 
     def __init__(self, lab, name='ivshmem', size_mb=4, vectors=1):
+        self.dir = lab.path(name)
+        super().__init__(name, os.path.join(self.dir, 'ivshmem-server.log'))
         self.lab = lab
-        self.name = name
         self.size_mb = size_mb
         self.vectors = vectors
-        self.dir = lab.path(name)
         self.socket = os.path.join(self.dir, 'ivshmem.sock')
-        self.log = os.path.join(self.dir, 'ivshmem-server.log')
-        self.proc = None
 
     def start(self):
         binary = paths.ivshmem_server()
@@ -53,22 +49,11 @@ class IvshmemServer:
         argv = ['ip', 'netns', 'exec', self.lab.ns, binary, '-F', '-v',
                 '-S', self.socket, '-m', '/dev/shm',
                 '-l', '%dM' % self.size_mb, '-n', str(self.vectors)]
-        with open(self.log, 'w') as log:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log)
+        self.spawn(argv)
         self.lab.register(self, 'guest')
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise errors.LabError('%s exited with %d: %s'
-                                      % (self.name, self.proc.returncode,
-                                         self.output()))
-            if os.path.exists(self.socket):
-                return self
-            time.sleep(0.1)
-        raise errors.LabError('%s: no socket %s within %ds: %s'
-                              % (self.name, self.socket, READY_TIMEOUT,
-                                 self.output()))
+        return self.wait_ready(lambda: os.path.exists(self.socket),
+                               'listening on %s' % self.socket,
+                               READY_TIMEOUT)
 
     def qemu_args(self, index):
         """QEMU arguments for a guest's ivshmem-doorbell device."""
@@ -77,23 +62,9 @@ class IvshmemServer:
                 '-device', 'ivshmem-doorbell,chardev=%s,vectors=%d,addr=%#x'
                 % (chardev, self.vectors, PCI_SLOT)]
 
-    def output(self):
-        try:
-            with open(self.log, errors='replace') as f:
-                return f.read()
-        except FileNotFoundError:
-            return ''
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
     def stop(self, timeout=10):
         """SIGTERM to the server's PID, SIGKILL if it lingers."""
-        if not self.alive():
-            return
-        self.proc.send_signal(signal.SIGTERM)
         try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self.terminate(timeout)
+        except daemon.Lingered:
+            pass  # killed

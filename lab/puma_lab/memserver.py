@@ -17,9 +17,9 @@ import re
 import signal
 import socket
 import struct
-import subprocess
 import time
 
+from puma_lab import daemon
 from puma_lab import errors
 from puma_lab import netns
 from puma_lab import paths
@@ -37,7 +37,7 @@ STATS_FIELDS = ('vm_pages', 'total_pages', 'limit_pages', 'puts', 'gets',
 PROBE_VM = 'puma-lab-stats-probe'
 
 
-class MemoryServer:
+class MemoryServer(daemon.Daemon):
     """One ``qemu-memory-server`` process on HOST, port PORT."""
 
     def __init__(self, host, port=7800, max_mb=2048, name=None, also=(),
@@ -53,11 +53,10 @@ class MemoryServer:
         self.x509_dir = x509_dir
         # More HOST:PORT to listen on (--listen repeated).
         self.also = tuple(also)
-        self.name = name or 'memsrv-%s-%d' % (host.name, port)
-        self.dir = host.lab.path(self.name)
-        self.log = os.path.join(self.dir, 'memsrv.log')
+        name = name or 'memsrv-%s-%d' % (host.name, port)
+        self.dir = host.lab.path(name)
+        super().__init__(name, os.path.join(self.dir, 'memsrv.log'))
         self.pidfile = os.path.join(self.dir, 'memsrv.pid')
-        self.proc = None
 
     @property
     def uri(self):
@@ -78,26 +77,13 @@ class MemoryServer:
             argv += ['--object', 'tls-creds-x509,id=tls0,endpoint=server,'
                      'verify-peer=on,dir=%s' % self.x509_dir,
                      '--tls-creds', 'tls0']
-        with open(self.log, 'w') as log:
-            self.proc = subprocess.Popen(
-                ['ip', 'netns', 'exec', self.host.ns] + argv,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        self.spawn(['ip', 'netns', 'exec', self.host.ns] + argv)
         self.host.lab.register(self, 'guest')
-        wants = ['memory-server: listening on %s' % a for a in
-                 ['%s:%d' % (self.host.addr, self.port)] + list(self.also)]
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise errors.LabError('%s exited with %d before listening: %s'
-                                      % (self.name, self.proc.returncode,
-                                         self.output()))
-            missing = [w for w in wants if w not in self.output()]
-            if not missing:
-                return self
-            time.sleep(0.1)
-        raise errors.LabError('%s: no %r within %ds: %s'
-                              % (self.name, missing, READY_TIMEOUT,
-                                 self.output()))
+        addrs = ['%s:%d' % (self.host.addr, self.port)] + list(self.also)
+        wants = ['memory-server: listening on %s' % a for a in addrs]
+        return self.wait_ready(
+            lambda: all(w in self.output() for w in wants),
+            'listening on %s' % ', '.join(addrs), READY_TIMEOUT)
 
     def listening(self):
         """The HOST:PORT of each 'listening on' line, in order."""
@@ -120,33 +106,12 @@ class MemoryServer:
                               'SIGUSR1: %s' % (self.name, timeout,
                                                self.output()))
 
-    def output(self):
-        try:
-            with open(self.log, errors='replace') as f:
-                return f.read()
-        except FileNotFoundError:
-            return ''
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self):
-        """Crash it (SIGKILL): what a dead sub host looks like."""
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
     def stop(self, timeout=15):
-        """SIGTERM; its exit status (None if it was not running)."""
-        if not self.alive():
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise errors.LabError('%s ignored SIGTERM for %ds'
-                                  % (self.name, timeout))
+        """SIGTERM; its exit status (None if it was not running).
+
+        :raises daemon.Lingered: it ignored SIGTERM (it is killed).
+        """
+        return self.terminate(timeout)
 
     def refuse(self, on=True):
         """Make the server unreachable (ON) or reachable again, alive.
