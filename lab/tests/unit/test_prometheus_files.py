@@ -37,7 +37,7 @@ def check(promtool, path):
 
 
 def test_alert_rules(promtool):
-    assert 'SUCCESS: 4 rules found' in check(promtool, ALERTS)
+    assert 'SUCCESS: 5 rules found' in check(promtool, ALERTS)
 
 
 def test_dashboard_queries(promtool, tmp_path):
@@ -56,5 +56,6 @@ def test_dashboard_queries(promtool, tmp_path):
                  'puma_split_fault_latency_seconds_bucket',
                  'puma_migration_remaining_bytes',
                  'puma_shoot4u_hypercalls_total',
-                 'puma_exporter_errors_total'):
+                 'puma_exporter_errors_total', 'puma_lending_hits_total',
+                 'puma_lending_remote_bytes', 'puma_lending_hosted_bytes'):
         assert any(name in e for e in exprs), name

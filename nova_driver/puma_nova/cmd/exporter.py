@@ -45,7 +45,9 @@ def serve(conf):
                          'tls_cert_file and tls_key_file')
     registry = prometheus_client.CollectorRegistry()
     registry.register(collector.PumaCollector(source.LibvirtSource(
-        opts.libvirt_uri, monitor_details=opts.monitor_details)))
+        opts.libvirt_uri, monitor_details=opts.monitor_details,
+        guest_agent_timeout=(opts.guest_agent_timeout if opts.guest_agent
+                             else None))))
     tls = {}
     if opts.tls_cert_file:
         tls = {'certfile': opts.tls_cert_file, 'keyfile': opts.tls_key_file}

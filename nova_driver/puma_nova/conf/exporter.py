@@ -20,8 +20,9 @@ GROUP = cfg.OptGroup(
     help="""
 puma-exporter serves Prometheus metrics of this compute host's VMs: split
 migration (memory here, on memory servers, unused; page-ins and
-page-outs; pager and memory-server state), Shoot4U hypercalls and running
-migrations.  It runs beside nova-compute, as its own process.
+page-outs; pager and memory-server state), Shoot4U hypercalls, running
+migrations and, with guest_agent, cache lending.  It runs beside
+nova-compute, as its own process.
 """)
 
 OPTS = [
@@ -41,6 +42,17 @@ OPTS = [
              'and memory-server state of split VMs, Shoot4U hypercalls of '
              'TCG vCPUs.  libvirt then logs the domains as tainted '
              '(custom-monitor).'),
+    cfg.BoolOpt(
+        'guest_agent', default=False,
+        help='Also read the Puma guest module\'s counters (cache lending: '
+             'puts, gets, hits, pages lent and hosted, round trip) through '
+             'the guest agent of each VM whose agent is connected, as '
+             'nova-compute does for its reports.  One agent request per VM '
+             'and scrape; a guest agent that does not answer delays the '
+             'scrape by guest_agent_timeout.'),
+    cfg.IntOpt('guest_agent_timeout', default=2, min=1,
+               help='Seconds a guest agent may take to answer a request of '
+                    'the exporter.'),
     cfg.StrOpt('tls_cert_file',
                help='Serve /metrics over HTTPS with this certificate (PEM; '
                     'with tls_key_file).'),

@@ -25,16 +25,64 @@ labels ``domain`` (libvirt's name) and ``uuid`` (the instance's UUID):
   latency histogram of the faults a memory server served, and each
   memory server's state and stale pages;
 - Shoot4U (monitor details, TCG): hypercalls the VM's vCPUs made;
-- a running migration: memory remaining and processed, dirty rate.
+- a running migration: memory remaining and processed, dirty rate;
+- cache lending (guest agent option, the Puma guest module's counters):
+  as a borrower, pages put to lenders, gets, hits, misses, timeouts,
+  puts dropped by reason, bytes each way, round trip and the page cache
+  held at lenders; as a lender, borrowers' puts, gets and hits, pages
+  hosted, whether it is too busy to lend and how often it stopped.
 
 A VM that does not answer is left out of that scrape and counted in
 ``puma_exporter_errors_total``; a slow one delays its scrape only (the
-exporter is its own process: it never blocks nova-compute).
+exporter is its own process: it never blocks nova-compute).  A guest
+agent is the tenant's: one that gives no usable answer leaves that VM's
+lending figures out, counted in ``puma_exporter_guest_agent_errors_total``.
 """
 
 from prometheus_client import core
 
 SPLIT_STATES = ('active', 'degraded', 'paused')
+_PAGE = 4096
+# The guest module's counters (guest-kmod/puma/control.c) and the
+# counter families they become.
+LENDING_COUNTERS = (
+    ('puts', 'puma_lending_puts',
+     'Clean page-cache pages the guest put to its lenders.'),
+    ('gets', 'puma_lending_gets',
+     'Pages the guest asked its lenders for.'),
+    ('hits', 'puma_lending_hits', 'Gets a lender answered with the page.'),
+    ('misses', 'puma_lending_misses',
+     'Gets a lender had no page for (read from disk).'),
+    ('get_timeouts', 'puma_lending_get_timeouts',
+     'Gets no lender answered in time (read from disk).'),
+    ('bytes_tx', 'puma_lending_transmitted_bytes',
+     'Bytes the guest sent on its lending connections.'),
+    ('bytes_rx', 'puma_lending_received_bytes',
+     'Bytes the guest received on its lending connections.'),
+    ('disconnects', 'puma_lending_disconnects',
+     'Lending connections that ended.'),
+    ('auth_failures', 'puma_lending_auth_failures',
+     'Lending peers refused for a wrong key.'),
+    ('lend_puts', 'puma_lending_lender_puts',
+     'Pages borrowers put to the guest (as a lender).'),
+    ('lend_gets', 'puma_lending_lender_gets',
+     'Pages borrowers asked the guest for (as a lender).'),
+    ('lend_hits', 'puma_lending_lender_hits',
+     'Borrowers\' gets the guest answered with the page (as a lender).'),
+    ('lend_suspends', 'puma_lending_lender_suspensions',
+     'Times the guest stopped lending because it got busy.'),
+)
+# Gauges: (counter, family, help, factor to the family's unit).
+LENDING_GAUGES = (
+    ('rtt_us', 'puma_lending_round_trip_seconds',
+     'Round trip to the guest\'s lenders (moving average).', 1e-6),
+    ('remote_pages', 'puma_lending_remote_bytes',
+     'Page cache of the guest held by its lenders.', _PAGE),
+    ('hosted_pages', 'puma_lending_hosted_bytes',
+     'Borrowers\' pages the guest holds as a lender.', _PAGE),
+    ('lender_busy', 'puma_lending_lender_busy',
+     '1 while the guest is too busy to lend (it stopped by itself).', 1),
+)
 # Not 'instance': Prometheus gives every sample that label (the target).
 _LABELS = ['domain', 'uuid']
 
@@ -42,7 +90,7 @@ _LABELS = ['domain', 'uuid']
 def _families():
     g = core.GaugeMetricFamily
     c = core.CounterMetricFamily
-    return {
+    families = {
         'state': g('puma_split_state',
                    'Split-migration pager state of the VM (1 for the '
                    'state it is in).', labels=_LABELS + ['state']),
@@ -86,7 +134,19 @@ def _families():
         'dirty': g('puma_migration_dirty_rate_bytes_per_second',
                    'Rate at which the guest dirties memory during its '
                    'migration.', labels=_LABELS),
+        'dropped': c('puma_lending_dropped_puts',
+                     'Pages the guest did not put to a lender, by reason.',
+                     labels=_LABELS + ['reason']),
+        'lender_dropped': c('puma_lending_lender_dropped_puts',
+                            'Borrowers\' pages the guest did not keep as a '
+                            'lender, by reason.',
+                            labels=_LABELS + ['reason']),
     }
+    for name, family, text in LENDING_COUNTERS:
+        families[name] = c(family, text, labels=_LABELS)
+    for name, family, text, _factor in LENDING_GAUGES:
+        families[name] = g(family, text, labels=_LABELS)
+    return families
 
 
 def _add_split(f, labels, split):
@@ -119,12 +179,29 @@ def _add_details(f, labels, info):
                                      server.get('stale-pages', 0))
 
 
+def _add_lending(f, labels, counters):
+    """The Puma guest module's counters (a dict of integers)."""
+    for name, _family, _text in LENDING_COUNTERS:
+        if name in counters:
+            f[name].add_metric(labels, counters[name])
+    for name, _family, _text, factor in LENDING_GAUGES:
+        if name in counters:
+            f[name].add_metric(labels, counters[name] * factor)
+    for name, value in sorted(counters.items()):
+        if name.startswith('drop_'):
+            f['dropped'].add_metric(labels + [name[len('drop_'):]], value)
+        elif name.startswith('lend_drop_'):
+            f['lender_dropped'].add_metric(
+                labels + [name[len('lend_drop_'):]], value)
+
+
 class PumaCollector(object):
     """Collects from SOURCE on every scrape (prometheus_client collector)."""
 
     def __init__(self, source):
         self.source = source
         self.errors = 0
+        self.agent_errors = 0
 
     def describe(self):
         # The families' samples depend on the VMs of the moment.
@@ -156,8 +233,19 @@ class PumaCollector(object):
                 f['remaining'].add_metric(labels, job['remaining_bytes'])
                 f['processed'].add_metric(labels, job['processed_bytes'])
                 f['dirty'].add_metric(labels, job['dirty_bytes_per_second'])
+            try:
+                counters = vm.lending()
+            except Exception:
+                self.agent_errors += 1
+                counters = None
+            if counters is not None:
+                _add_lending(f, labels, counters)
         yield from f.values()
         yield core.CounterMetricFamily(
             'puma_exporter_errors',
             'VMs (or whole scrapes) left out because libvirt or QEMU did '
             'not answer.', value=self.errors)
+        yield core.CounterMetricFamily(
+            'puma_exporter_guest_agent_errors',
+            'Lending figures of a VM left out because its guest agent gave '
+            'no usable answer.', value=self.agent_errors)

@@ -21,10 +21,18 @@ the fault-latency histogram and each memory server's state
 (``x-query-split``) and the Shoot4U hypercalls of TCG vCPUs
 (``qom-get``).  libvirt marks a domain that was sent such a command as
 tainted (``custom-monitor``) in its log, hence the option.
+
+With ``[puma_exporter] guest_agent`` it reads the Puma guest module's
+counters (``/sys/kernel/puma/stats``: cache lending) through the guest
+agent of each VM whose agent libvirt says is connected, as nova-compute
+does for its reports (:mod:`puma_nova.compute.guest_agent`, which bounds
+what a guest may answer).
 """
 
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
+
+from puma_nova.compute import guest_agent
 
 LOG = logging.getLogger(__name__)
 
@@ -43,9 +51,11 @@ class QMPError(Exception):
 class VM(object):
     """One running domain and its split statistics of this scrape."""
 
-    def __init__(self, dom, stats, monitor=None):
+    def __init__(self, dom, stats, monitor=None, agent=None):
         self._dom = dom
         self._monitor = monitor
+        # domain -> its guest_agent.Agent, or None: no guest agent use.
+        self._agent = agent
         self.name = dom.name()
         self.uuid = dom.UUIDString()
         # libvirt reports the split group only while the VM runs split.
@@ -90,6 +100,21 @@ class VM(object):
             total += value or 0
         return total
 
+    def lending(self):
+        """The Puma guest module's counters, or None.
+
+        None without guest agent use, without a connected agent, or
+        without the module loaded in the guest.
+
+        :raises guest_agent.AgentError: the agent's answer is unusable.
+        """
+        if self._agent is None:
+            return None
+        if not guest_agent.connected(self._dom.XMLDesc(0)):
+            return None
+        return guest_agent.read_counters(self._agent(self._dom),
+                                         guest_agent.PUMA_STATS)
+
     def migration(self):
         """A running migration's figures in bytes, or None."""
         stats = self._dom.jobStats()
@@ -107,9 +132,18 @@ class VM(object):
 class LibvirtSource(object):
     """The running domains of the libvirtd at URI."""
 
-    def __init__(self, uri, monitor_details=False):
+    def __init__(self, uri, monitor_details=False, guest_agent_timeout=None):
+        """The domains of URI.
+
+        :param guest_agent_timeout: seconds a guest agent may take to
+            answer; None: the guest agents are not used.
+        """
         self.uri = uri
         self.monitor_details = monitor_details
+        self.agent = None
+        if guest_agent_timeout is not None:
+            self.agent = lambda dom: guest_agent.Agent(dom,
+                                                       guest_agent_timeout)
         self._conn = None
         self._warned = False
 
@@ -138,4 +172,4 @@ class LibvirtSource(object):
                 self._warned = True
             found = [(dom, {}) for dom in conn.listAllDomains(
                 STATS_ACTIVE)]
-        return [VM(dom, stats, monitor) for dom, stats in found]
+        return [VM(dom, stats, monitor, self.agent) for dom, stats in found]

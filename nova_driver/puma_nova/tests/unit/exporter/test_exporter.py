@@ -23,9 +23,11 @@ from prometheus_client import registry as prom_registry
 import testtools
 
 from puma_nova.cmd import exporter as exporter_cmd
+from puma_nova.compute import guest_agent
 from puma_nova.conf import exporter as exporter_conf
 from puma_nova.exporter import collector
 from puma_nova.exporter import source
+from puma_nova.tests.unit.compute import test_guest_agent
 
 SPLIT_STATS = {'split.state': 'degraded', 'split.resident_bytes': 64 << 20,
                'split.remote_bytes': 448 << 20,
@@ -43,11 +45,27 @@ X_QUERY_SPLIT = {
                  'stale-pages': 12}]}
 
 
+# What a borrower's and a lender's Puma module count (a part of it).
+BORROWER = ('puts 900\ngets 120\nhits 100\nmisses 20\nget_timeouts 1\n'
+            'bytes_tx 3686400\nbytes_rx 409600\ndrop_no_peer 7\n'
+            'drop_queue_full 2\nlend_puts 0\nlend_hits 0\n'
+            'lend_drop_capacity 0\nrtt_us 1500\nremote_pages 800\n'
+            'hosted_pages 0\nlender_busy 0\n')
+LENDER = ('puts 0\nhits 0\nlend_puts 900\nlend_gets 120\nlend_hits 100\n'
+          'lend_suspends 1\nlend_drop_capacity 3\nhosted_pages 800\n'
+          'lender_busy 1\n')
+
+
 class FakeDomain(object):
 
-    def __init__(self, name, uuid, job=None, job_error=None):
+    def __init__(self, name, uuid, job=None, job_error=None,
+                 agent='disconnected'):
         self._name, self._uuid = name, uuid
         self.job, self.job_error = job or {'type': 0}, job_error
+        self.agent = agent
+
+    def XMLDesc(self, flags):
+        return test_guest_agent.CONNECTED % self.agent
 
     def name(self):
         return self._name
@@ -222,6 +240,86 @@ class CollectorTest(testtools.TestCase):
         vm = source.VM(FakeDomain('vm1', 'u1'), {}, monitor)
         self.assertRaises(source.QMPError, vm.qmp, 'qom-get',
                           path='/x', property='y')
+
+
+def lending_vm(name, uuid, files=None, answers=None, agent='connected'):
+    """A VM whose guest agent answers from FILES (its guest's)."""
+    fake = test_guest_agent.FakeAgent(files or {}, answers)
+    return source.VM(FakeDomain(name, uuid, agent=agent), {},
+                     agent=lambda dom: guest_agent.Agent(dom, 2,
+                                                         command=fake)), fake
+
+
+class LendingTest(testtools.TestCase):
+
+    def test_borrower_and_lender_from_their_modules(self):
+        borrower, _ = lending_vm('vm1', 'u1',
+                                 {guest_agent.PUMA_STATS: BORROWER})
+        lender, fake = lending_vm('vm2', 'u2',
+                                  {guest_agent.PUMA_STATS: LENDER})
+        samples, _ = scrape(FakeSource([borrower, lender]))
+        b, ld = labels(), labels(domain='vm2', uuid='u2')
+        for name, value in (('puma_lending_puts_total', 900),
+                            ('puma_lending_gets_total', 120),
+                            ('puma_lending_hits_total', 100),
+                            ('puma_lending_misses_total', 20),
+                            ('puma_lending_get_timeouts_total', 1),
+                            ('puma_lending_transmitted_bytes_total', 3686400),
+                            ('puma_lending_received_bytes_total', 409600),
+                            ('puma_lending_round_trip_seconds', 0.0015),
+                            ('puma_lending_remote_bytes', 800 * 4096),
+                            ('puma_lending_lender_busy', 0)):
+            self.assertEqual(value, samples[(name, b)], name)
+        for reason, value in (('no_peer', 7), ('queue_full', 2)):
+            self.assertEqual(value, samples[(
+                'puma_lending_dropped_puts_total',
+                labels(reason=reason))])
+        for name, value in (('puma_lending_lender_puts_total', 900),
+                            ('puma_lending_lender_gets_total', 120),
+                            ('puma_lending_lender_hits_total', 100),
+                            ('puma_lending_lender_suspensions_total', 1),
+                            ('puma_lending_hosted_bytes', 800 * 4096),
+                            ('puma_lending_lender_busy', 1)):
+            self.assertEqual(value, samples[(name, ld)], name)
+        self.assertEqual(3, samples[(
+            'puma_lending_lender_dropped_puts_total',
+            labels(domain='vm2', uuid='u2', reason='capacity'))])
+        # A counter the lender's module did not report is left out.
+        self.assertNotIn(('puma_lending_gets_total', ld), samples)
+        self.assertEqual(0, samples[(
+            'puma_exporter_guest_agent_errors_total', ())])
+        self.assertEqual({}, fake.open)  # every handle closed
+
+    def test_no_agent_no_module_no_option_no_figures(self):
+        stats = {guest_agent.PUMA_STATS: BORROWER}
+        vms = [lending_vm('vm1', 'u1', stats, agent='disconnected')[0],
+               lending_vm('vm2', 'u2', {})[0],
+               source.VM(FakeDomain('vm3', 'u3', agent='connected'), {})]
+        samples, text = scrape(FakeSource(vms))
+        self.assertNotIn('puma_lending_puts_total{', text)
+        self.assertEqual(0, samples[(
+            'puma_exporter_guest_agent_errors_total', ())])
+
+    def test_a_guest_that_lies_loses_only_its_lending_figures(self):
+        job = {'type': 2, 'memory_remaining': 1, 'memory_processed': 2,
+               'memory_dirty_rate': 0, 'memory_page_size': 4096}
+        liar = source.VM(FakeDomain('vm1', 'u1', job=job, agent='connected'),
+                         SPLIT_STATS, agent=lambda dom: guest_agent.Agent(
+                             dom, 2, command=test_guest_agent.FakeAgent(
+                                 {guest_agent.PUMA_STATS:
+                                  'hits -1\nrm -rf /\n'})))
+        silent, _ = lending_vm('vm2', 'u2', answers={
+            'guest-file-open': RuntimeError('Guest agent is not responding')})
+        samples, text = scrape(FakeSource([liar, silent]))
+        self.assertNotIn('puma_lending_', text.replace(
+            '# HELP puma_lending_', '').replace('# TYPE puma_lending_', ''))
+        self.assertEqual(448 << 20, samples[('puma_split_remote_bytes',
+                                             labels())])
+        self.assertEqual(1, samples[('puma_migration_remaining_bytes',
+                                     labels())])
+        self.assertEqual(2, samples[(
+            'puma_exporter_guest_agent_errors_total', ())])
+        self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
 
 
 class FakeConnection(object):
