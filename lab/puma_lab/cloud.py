@@ -11,9 +11,10 @@ Keystone (fernet tokens), Placement, Glance (file store), Nova's API,
 conductor and scheduler, and Neutron's API server with ML2; each WSGI
 service runs under uWSGI. On every compute host it starts nova-compute
 with the Puma driver (``puma-nova-compute``, the Nova environment of
-``lab/setup nova``) against that host's libvirtd. It writes
-``clouds.yaml`` (clouds ``lab-admin`` and ``lab-demo``) in the cloud's
-run directory.
+``lab/setup nova``) against that host's libvirtd, and puma-exporter,
+which Prometheus on the control host scrapes
+(:mod:`puma_lab.cloud_monitoring`). It writes ``clouds.yaml`` (clouds
+``lab-admin`` and ``lab-demo``) in the cloud's run directory.
 
 The cloud outlives the command: its state is in ``RUNDIR/cloud.json``
 (RUNDIR is the lab's ``/run/puma-lab/N``), every process it started is
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import time
 
+from puma_lab import cloud_monitoring
 from puma_lab import errors
 from puma_lab import horizon
 from puma_lab import host as host_mod
@@ -43,6 +45,7 @@ from puma_lab import lab as lab_mod
 from puma_lab import netns
 from puma_lab import nova_compute
 from puma_lab import paths
+from puma_lab import prometheus
 
 # Every account's password: the cloud is reachable from the lab only.
 PASSWORD = 'puma-lab'
@@ -111,7 +114,8 @@ def missing():
     """None if everything the cloud runs is installed, else why not."""
     if not os.path.exists(os.path.join(env_dir(), 'good')):
         return 'no cloud environment in %s (run lab/setup cloud)' % env_dir()
-    why = nova_compute.missing() or horizon.missing(browser=False)
+    why = (nova_compute.missing() or horizon.missing(browser=False) or
+           prometheus.missing())
     if why:
         return why
     for path, step in (('/usr/sbin/mariadbd', 'deps'),
@@ -481,6 +485,7 @@ class Cloud:
         if sorted(found) != sorted(COMPUTES):
             raise errors.LabError('hypervisors after discover_hosts: %s'
                                   % found)
+        cloud_monitoring.start(self, hosts)
 
     def keystone(self):
         self.step('Keystone')

@@ -29,6 +29,61 @@ RULES = os.path.join(paths.TOP, 'nova_driver', 'etc', 'prometheus',
                      'puma-alerts.yml')
 
 
+def exporter_conf(addr, libvirt_uri, monitor_details=False,
+                  guest_agent_timeout=None):
+    """puma-exporter's config file: its /metrics on ADDR.
+
+    With GUEST_AGENT_TIMEOUT (seconds), the guest agent option on.
+    """
+    text = ('[puma_exporter]\nlisten_address = %s\nport = %d\n'
+            'libvirt_uri = %s\nmonitor_details = %s\n'
+            % (addr, EXPORTER_PORT, libvirt_uri,
+               str(monitor_details).lower()))
+    if guest_agent_timeout:
+        text += 'guest_agent = true\nguest_agent_timeout = %d\n' % \
+            guest_agent_timeout
+    return text
+
+
+def prometheus_yml(targets, interval='1s'):
+    """Prometheus's config: scrape TARGETS each INTERVAL, Puma's rules.
+
+    A scrape may take the whole INTERVAL (Prometheus's scrape timeout).
+    """
+    return json.dumps({  # JSON is YAML
+        'global': {'scrape_interval': interval,
+                   'evaluation_interval': interval,
+                   'scrape_timeout': interval},
+        'rule_files': [RULES],
+        'scrape_configs': [{'job_name': 'puma',
+                            'static_configs': [{'targets': list(targets)}]}]})
+
+
+def prometheus_argv(conf, data, addr):
+    return ['prometheus', '--config.file', conf, '--storage.tsdb.path', data,
+            '--web.listen-address', '%s:%d' % (addr, PROMETHEUS_PORT)]
+
+
+def api_get(url, ns, path, **query):
+    """GET URL/api/v1/PATH?QUERY from inside namespace NS."""
+    url = '%s/api/v1/%s' % (url, path)
+    if query:
+        url += '?' + urllib.parse.urlencode(query)
+    out = netns.run(sys.executable, '-c',
+                    'import sys, urllib.request; sys.stdout.write('
+                    'urllib.request.urlopen(sys.argv[1], timeout=10)'
+                    '.read().decode())', url, ns=ns, timeout=30)
+    doc = json.loads(out)
+    if doc.get('status') != 'success':
+        raise errors.LabError('prometheus %s: %s' % (path, doc))
+    return doc['data']
+
+
+def vector(data):
+    """An instant query's result as [(labels, value)]."""
+    return [(r['metric'], float(r['value'][1])) for r in data['result']]
+
+
 def missing():
     """None if the exporter test can run, else why not."""
     if not shutil.which('prometheus'):
@@ -81,10 +136,8 @@ class Exporter(_Process):
         os.makedirs(self.dir, exist_ok=True)
         conf = os.path.join(self.dir, 'puma-exporter.conf')
         with open(conf, 'w') as f:
-            f.write('[puma_exporter]\nlisten_address = %s\nport = %d\n'
-                    'libvirt_uri = %s\nmonitor_details = %s\n'
-                    % (self.host.addr, EXPORTER_PORT, self.host.uri,
-                       str(self.monitor_details).lower()))
+            f.write(exporter_conf(self.host.addr, self.host.uri,
+                                  self.monitor_details))
         env = dict(os.environ,
                    PYTHONPATH=os.path.join(paths.TOP, 'nova_driver'))
         self._start([nova_compute.python(), '-m', 'puma_nova.cmd.exporter',
@@ -116,17 +169,9 @@ class Prometheus(_Process):
         os.makedirs(self.dir, exist_ok=True)
         conf = os.path.join(self.dir, 'prometheus.yml')
         with open(conf, 'w') as f:
-            json.dump({  # JSON is YAML
-                'global': {'scrape_interval': '1s',
-                           'evaluation_interval': '1s'},
-                'rule_files': [RULES],
-                'scrape_configs': [{
-                    'job_name': 'puma',
-                    'static_configs': [{'targets': self.targets}]}]}, f)
-        self._start(['prometheus', '--config.file', conf,
-                     '--storage.tsdb.path', os.path.join(self.dir, 'data'),
-                     '--web.listen-address',
-                     '%s:%d' % (self.host.addr, PROMETHEUS_PORT)])
+            f.write(prometheus_yml(self.targets))
+        self._start(prometheus_argv(conf, os.path.join(self.dir, 'data'),
+                                    self.host.addr))
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -141,22 +186,11 @@ class Prometheus(_Process):
 
     def api(self, path, **query):
         """GET /api/v1/PATH?QUERY from inside the host's namespace."""
-        url = '%s/api/v1/%s' % (self.url, path)
-        if query:
-            url += '?' + urllib.parse.urlencode(query)
-        out = netns.run(sys.executable, '-c',
-                        'import sys, urllib.request; sys.stdout.write('
-                        'urllib.request.urlopen(sys.argv[1], timeout=10)'
-                        '.read().decode())', url, ns=self.host.ns, timeout=30)
-        doc = json.loads(out)
-        if doc.get('status') != 'success':
-            raise errors.LabError('prometheus %s: %s' % (path, doc))
-        return doc['data']
+        return api_get(self.url, self.host.ns, path, **query)
 
     def query(self, expr):
         """The instant vector of EXPR: [(labels, value)]."""
-        return [(r['metric'], float(r['value'][1]))
-                for r in self.api('query', query=expr)['result']]
+        return vector(self.api('query', query=expr))
 
     def wait_query(self, expr, timeout=120):
         """EXPR's vector once it is not empty (a condition holds)."""

@@ -17,6 +17,9 @@ with nothing but the cloud's own machinery:
   host over the lending channel,
   its evicted pages go to the lender and come back as hits, and the file
   still reads right;
+- Prometheus (the cloud's, scraping each compute's puma-exporter, which
+  reads the guests' module through their agents) shows the borrower's
+  hits and the lender's hosted pages;
 - the lender gets busy (stress-ng): its report says so, the pair is
   revoked, and both guests are told: the borrower has no lender left.
 """
@@ -25,6 +28,7 @@ import time
 
 from puma_lab import cloud_checks as cc
 from puma_lab import cloud_lending as cl
+from puma_lab import cloud_monitoring as cm
 
 LENDER_FLAVOR = 'puma.lender'
 BORROWER_FLAVOR = 'puma.borrower'
@@ -116,6 +120,23 @@ def test_lending_pair_from_real_statistics(cloud):
         assert cc.agent_read(cloud, LHOST, ldom,
                              '/sys/kernel/puma/role').strip() == 'lender'
         assert cl.sha256_of(cloud, BHOST, bdom, FILE) == want
+
+        # The same figures in Prometheus, from each host's exporter.
+        for expr in ('puma_lending_hits_total{uuid="%s"} > 0' % borrower,
+                     'puma_lending_remote_bytes{uuid="%s"} > 0' % borrower,
+                     'puma_lending_lender_hits_total{uuid="%s"} > 0'
+                     % lender,
+                     'puma_lending_hosted_bytes{uuid="%s"} > 0' % lender):
+            print(expr, cm.wait_query(cloud, expr))
+        (labels, _), = cm.query(cloud, 'puma_lending_hosted_bytes{uuid="%s"}'
+                                % lender)
+        assert labels['domain'] == ldom, labels
+        assert labels['instance'].startswith(
+            cloud.state['hosts'][LHOST]['addr'] + ':'), labels
+        # A busy TCG guest's agent may miss a scrape (counted): the
+        # figures above came through all the same.
+        print('guest agent errors:', cm.query(
+            cloud, 'puma_exporter_guest_agent_errors_total'))
 
         # The lender gets busy: the pair goes, both guests are told.
         cl.run(cloud, LHOST, ldom, 'stress-ng --cpu 1 --timeout 900 '

@@ -39,7 +39,10 @@ agent is the tenant's: one that gives no usable answer leaves that VM's
 lending figures out, counted in ``puma_exporter_guest_agent_errors_total``.
 """
 
+from oslo_log import log as logging
 from prometheus_client import core
+
+LOG = logging.getLogger(__name__)
 
 SPLIT_STATES = ('active', 'degraded', 'paused')
 _PAGE = 4096
@@ -235,7 +238,10 @@ class PumaCollector(object):
                 f['dirty'].add_metric(labels, job['dirty_bytes_per_second'])
             try:
                 counters = vm.lending()
-            except Exception:
+            except Exception as e:
+                # The tenant's agent: at debug level, as nova-compute.
+                LOG.debug('No lending figures from the guest agent of %s: '
+                          '%s', vm.uuid, e)
                 self.agent_errors += 1
                 counters = None
             if counters is not None:
