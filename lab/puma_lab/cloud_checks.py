@@ -199,17 +199,20 @@ def agent_workset(cloud, host, domain):
     return dict(kv.split('=', 1) for kv in text.split())
 
 
-def split_server(cloud, name):
-    """A server of the split flavor on host a, its working set running.
+def split_server(cloud, name, flavor=SPLIT_FLAVOR, properties=()):
+    """A server of a split flavor on host a, its working set running.
 
+    FLAVOR (made if missing) allows splitting and has PROPERTIES too.
     Returns (uuid, libvirt domain name, rounds verified so far).
     """
     guest_image(cloud)
-    if not [f for f in osc(cloud, 'flavor', 'list')
-            if f['Name'] == SPLIT_FLAVOR]:
+    if not [f for f in osc(cloud, 'flavor', 'list') if f['Name'] == flavor]:
+        props = []
+        for p in ('puma:split=allowed',) + tuple(properties):
+            props += ['--property', p]
         osc(cloud, 'flavor', 'create', '--ram', '512', '--vcpus', '1',
-            '--disk', '1', '--property', 'puma:split=allowed', SPLIT_FLAVOR)
-    server = osc(cloud, 'server', 'create', '--flavor', SPLIT_FLAVOR,
+            '--disk', '1', *props, flavor)
+    server = osc(cloud, 'server', 'create', '--flavor', flavor,
                  '--image', IMAGE, '--nic', 'none', '--availability-zone',
                  'nova:a', '--wait', name)
     assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
@@ -233,6 +236,19 @@ def migrate(cloud, server, host, wait=True):
 def migrations(cloud, server):
     return osc(cloud, '--os-compute-api-version', '2.59', 'server',
                'migration', 'list', '--server', server)
+
+
+MIGRATION_ENDED = ('cancelled', 'error', 'failed', 'completed')
+
+
+def migration_ended(cloud, uuid):
+    """The migrations of UUID, newest first, once the newest one ended."""
+    def newest():
+        migs = migrations(cloud, uuid)
+        return migs[:1] if migs and migs[0]['Status'] in MIGRATION_ENDED \
+            else None
+    return wait_for('the migration of %s to end' % uuid, newest,
+                    SERVER_TIMEOUT)
 
 
 def released(cloud, uuid):

@@ -29,17 +29,6 @@ from puma_lab import cloud as cloud_mod
 from puma_lab import cloud_checks as cc
 from puma_lab import errors
 
-ENDED = ('cancelled', 'error', 'failed', 'completed')
-
-
-def ended(cloud, uuid):
-    """The migrations of UUID, newest first, once the newest one ended."""
-    def newest():
-        migs = cc.migrations(cloud, uuid)
-        return migs[:1] if migs and migs[0]['Status'] in ENDED else None
-    return cc.wait_for('the migration of %s to end' % uuid, newest,
-                       cc.SERVER_TIMEOUT)
-
 
 def action_events(cloud, uuid, action):
     """The events of the newest ACTION of server UUID (API 2.84)."""
@@ -91,7 +80,7 @@ def test_split_migration_requested_while_puma_scheduler_is_down(
         try:
             with pytest.raises(errors.LabError) as e:
                 cc.migrate(cloud, uuid, small_b, wait=False)
-            done = ended(cloud, uuid)
+            done = cc.migration_ended(cloud, uuid)
         finally:
             cloud.start('puma-scheduler')
         assert 'No valid host was found' in str(e.value), e.value
@@ -126,7 +115,7 @@ def test_split_migration_across_a_rabbitmq_restart(cloud, small_b):
             cloud.start('puma-api')
             cloud.wait_http('puma', '/v1/hosts')
         cc.virsh(cloud, 'a', 'migrate-setspeed', name, '0')
-        done = ended(cloud, uuid)
+        done = cc.migration_ended(cloud, uuid)
         print('migration: %s' % done)
         clear_end(cloud, uuid, name, rounds, done)
     finally:
@@ -168,7 +157,7 @@ def test_split_migration_across_a_destination_compute_restart(
         assert [m['Status'] for m in cc.migrations(cloud, uuid)][:1] == \
             ['running'], cc.migrations(cloud, uuid)
         cc.virsh(cloud, 'a', 'migrate-setspeed', name, '0')
-        done = ended(cloud, uuid)
+        done = cc.migration_ended(cloud, uuid)
         print('migration: %s' % done)
         assert [m['Status'] for m in done] == ['completed'], done
         split_on_b(cloud, uuid, name, rounds)
