@@ -107,10 +107,11 @@ class SchedulerClient(object):
         return self._call('report_host', host=host, stats=stats)
 
     def plan_split(self, ctxt, instance_uuid, memory_mb, main_host,
-                   project_id, supersede=False):
+                   project_id, supersede=False, source_host=None):
         return self._call('plan_split', instance_uuid=instance_uuid,
                           memory_mb=memory_mb, main_host=main_host,
-                          project_id=project_id, supersede=supersede)
+                          project_id=project_id, supersede=supersede,
+                          source_host=source_host)
 
     def get_ledger(self, ctxt, host, timeout=None):
         return self._call('get_ledger', host=host)

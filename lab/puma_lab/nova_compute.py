@@ -48,10 +48,13 @@ class Ledger:
     def __init__(self, plan):
         self.plan = dict(plan)
         self.entries = {}
+        self.sources = {}
         self.calls = []
 
     def plan_split(self, instance_uuid, memory_mb, main_host, project_id,
-                   supersede=False):
+                   supersede=False, source_host=None):
+        # The source the destination named (scheduler API 1.5).
+        self.sources[instance_uuid] = source_host
         # One entry per instance: a new plan always supersedes.
         self.entries[instance_uuid] = {
             'instance_uuid': instance_uuid, 'main_host': main_host,

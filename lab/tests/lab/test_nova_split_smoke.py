@@ -161,6 +161,8 @@ def test_driver_split_migration(stack, lab, source):
                       free_mb=B_FREE_MB)
     assert plan['sub_host'] == 'c' and plan['main_limit_mb'] == LIMIT_MB
     assert plan['sub_uri'].startswith('tcp:%s:' % c.addr), plan
+    # b named the instance's host to the scheduler (API 1.5).
+    assert cloud.ledger.sources == {inst['uuid']: 'a'}, cloud.ledger.sources
     servers = cloud.call('c', 'memory_servers')
     assert list(servers) == [inst['uuid']], servers
     srv_pid = servers[inst['uuid']]['pid']
