@@ -30,18 +30,23 @@ class Daemon:
         self.log = log
         self.proc = None
 
-    def spawn(self, argv, append=False):
-        """Start ARGV with its output in the log (appended if APPEND)."""
+    def spawn(self, argv, append=False, env=None):
+        """Start ARGV with its output in the log (appended if APPEND).
+
+        :param env: its environment (default: the lab's own).
+        """
         with open(self.log, 'a' if append else 'w') as log:
             if append:
                 log.write('+ %s\n' % ' '.join(argv))
                 log.flush()
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log)
+                                         stdout=log, stderr=log, env=env)
         return self
 
-    def wait_ready(self, ready, what, timeout=READY_TIMEOUT):
-        """Wait until READY() is true; WHAT names it in the error.
+    def wait_ready(self, ready, what, timeout=READY_TIMEOUT, poll=POLL_S):
+        """Wait until READY() is true (asked every POLL seconds).
+
+        WHAT names the condition in the error.
 
         :raises LabError: the process exited first (its status and
             output in the message), or TIMEOUT seconds passed.
@@ -58,7 +63,7 @@ class Daemon:
                 raise errors.LabError('%s: not %s within %ds: %s'
                                       % (self.name, what, timeout,
                                          self.output()))
-            time.sleep(POLL_S)
+            time.sleep(poll)
 
     def output(self):
         try:

@@ -13,11 +13,11 @@ the lab, which stops them at teardown.
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 import urllib.parse
 
+from puma_lab import daemon
 from puma_lab import errors
 from puma_lab import netns
 from puma_lab import nova_compute
@@ -92,36 +92,24 @@ def missing():
     return nova_compute.missing()
 
 
-class _Process:
+class _Process(daemon.Daemon):
     """A process in a host's namespace, its output in the lab's logs."""
 
     def __init__(self, host, name):
         self.host = host
         self.dir = host.lab.path(name)
-        self.log = os.path.join(self.dir, 'output.log')
-        self.proc = None
+        super().__init__(name, os.path.join(self.dir, 'output.log'))
 
     def _start(self, argv, env=None):
         os.makedirs(self.dir, exist_ok=True)
-        with open(self.log, 'w') as log:
-            self.proc = subprocess.Popen(
-                ['ip', 'netns', 'exec', self.host.ns] + argv,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        self.spawn(['ip', 'netns', 'exec', self.host.ns] + argv, env=env)
         self.host.lab.register(self, 'guest')
 
-    def output(self):
-        with open(self.log, errors='replace') as f:
-            return f.read()
-
     def stop(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
         try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self.terminate(30)
+        except daemon.Lingered:
+            pass  # killed
 
 
 class Exporter(_Process):
@@ -146,15 +134,8 @@ class Exporter(_Process):
         return self
 
     def wait_serving(self, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            if 'metrics of' in self.output():
-                return
-            time.sleep(0.5)
-        raise errors.LabError('puma-exporter on %s did not start: %s'
-                              % (self.host.name, self.output()[-3000:]))
+        self.wait_ready(lambda: 'metrics of' in self.output(),
+                        'serving /metrics', timeout)
 
 
 class Prometheus(_Process):
@@ -172,17 +153,15 @@ class Prometheus(_Process):
             f.write(prometheus_yml(self.targets))
         self._start(prometheus_argv(conf, os.path.join(self.dir, 'data'),
                                     self.host.addr))
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                self.api('status/buildinfo')
-                return self
-            except errors.LabError:
-                time.sleep(1)
-        raise errors.LabError('prometheus on %s did not start: %s'
-                              % (self.host.name, self.output()[-3000:]))
+        return self.wait_ready(self._answers, 'answering its API', 120,
+                               poll=1)
+
+    def _answers(self):
+        try:
+            self.api('status/buildinfo')
+        except errors.LabError:
+            return False
+        return True
 
     def api(self, path, **query):
         """GET /api/v1/PATH?QUERY from inside the host's namespace."""
