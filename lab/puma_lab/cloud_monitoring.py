@@ -89,11 +89,4 @@ def query(cloud, expr):
 
 def wait_query(cloud, expr, timeout=120):
     """EXPR's vector once it is not empty (a condition holds)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = query(cloud, expr)
-        if found:
-            return found
-        time.sleep(1)
-    raise AssertionError('prometheus: %s stayed empty for %ds'
-                         % (expr, timeout))
+    return prometheus.wait_query(lambda e: query(cloud, e), expr, timeout)

@@ -84,6 +84,18 @@ def vector(data):
     return [(r['metric'], float(r['value'][1])) for r in data['result']]
 
 
+def wait_query(query, expr, timeout=120):
+    """QUERY(EXPR)'s vector once it is not empty (a condition holds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = query(expr)
+        if found:
+            return found
+        time.sleep(1)
+    raise AssertionError('prometheus: %s stayed empty for %ds'
+                         % (expr, timeout))
+
+
 def missing():
     """None if the exporter test can run, else why not."""
     if not shutil.which('prometheus'):
@@ -173,14 +185,7 @@ class Prometheus(_Process):
 
     def wait_query(self, expr, timeout=120):
         """EXPR's vector once it is not empty (a condition holds)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.query(expr)
-            if found:
-                return found
-            time.sleep(1)
-        raise AssertionError('prometheus: %s stayed empty for %ds'
-                             % (expr, timeout))
+        return wait_query(self.query, expr, timeout)
 
     def firing(self):
         """Names of the alerts firing now."""
