@@ -77,7 +77,6 @@ class GuestPairs(object):
         self._lock = threading.Lock()
         self._wanted = {}      # uuid -> description
         self._told = {}        # uuid -> description the guest accepted
-        self.failures = {}     # uuid -> the last failure, for operators
         self.changed = threading.Event()
 
     def set_pairs(self, pairs):
@@ -113,11 +112,9 @@ class GuestPairs(object):
                 self._tell(uuid, domain, text)
             except guest_agent.AgentError as e:
                 failed += 1
-                self.failures[uuid] = str(e)
                 LOG.warning('Puma: instance %s was not told of its lending '
                             'pairs (tried again later): %s', uuid, e)
                 continue
-            self.failures.pop(uuid, None)
             with self._lock:
                 if self._wanted.get(uuid) == text:
                     self._told[uuid] = text

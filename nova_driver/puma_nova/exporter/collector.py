@@ -223,6 +223,7 @@ class PumaCollector(object):
                 details = vm.split_details()
                 calls = vm.shoot4u_hypercalls()
                 job = vm.migration()
+                agent = vm.guest_agent_connected()
             except Exception:
                 self.errors += 1
                 continue
@@ -237,7 +238,7 @@ class PumaCollector(object):
                 f['processed'].add_metric(labels, job['processed_bytes'])
                 f['dirty'].add_metric(labels, job['dirty_bytes_per_second'])
             try:
-                counters = vm.lending()
+                counters = vm.lending() if agent else None
             except Exception as e:
                 # The tenant's agent: at debug level, as nova-compute.
                 LOG.debug('No lending figures from the guest agent of %s: '

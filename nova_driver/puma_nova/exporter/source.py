@@ -100,17 +100,25 @@ class VM(object):
             total += value or 0
         return total
 
+    def guest_agent_connected(self):
+        """Whether the exporter uses guest agents and this VM's is up.
+
+        Asks libvirt (the domain's XML), not the agent: a failure here is
+        libvirt's and raises its error.
+        """
+        if self._agent is None:
+            return False
+        return guest_agent.connected(self._dom.XMLDesc(0))
+
     def lending(self):
         """The Puma guest module's counters, or None.
 
-        None without guest agent use, without a connected agent, or
-        without the module loaded in the guest.
+        None without guest agent use or without the module loaded in the
+        guest; call it only when guest_agent_connected().
 
         :raises guest_agent.AgentError: the agent's answer is unusable.
         """
         if self._agent is None:
-            return None
-        if not guest_agent.connected(self._dom.XMLDesc(0)):
             return None
         return guest_agent.read_counters(self._agent(self._dom),
                                          guest_agent.PUMA_STATS)

@@ -65,6 +65,8 @@ class FakeDomain(object):
         self.agent = agent
 
     def XMLDesc(self, flags):
+        if isinstance(self.agent, Exception):
+            raise self.agent
         return test_guest_agent.CONNECTED % self.agent
 
     def name(self):
@@ -320,6 +322,24 @@ class LendingTest(testtools.TestCase):
         self.assertEqual(2, samples[(
             'puma_exporter_guest_agent_errors_total', ())])
         self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
+
+    def test_a_libvirt_failure_is_not_the_guest_agents(self):
+        # libvirt cannot give the domain's XML (the domain went away under
+        # the scrape): the VM is left out as a libvirt error, and the
+        # tenant's agent, never asked, is not blamed.
+        gone, fake = lending_vm('vm1', 'u1', {
+            guest_agent.PUMA_STATS: BORROWER},
+            agent=RuntimeError('Domain not found'))
+        ok, _ = lending_vm('vm2', 'u2', {guest_agent.PUMA_STATS: LENDER})
+        samples, text = scrape(FakeSource([gone, ok]))
+        self.assertEqual(1, samples[('puma_exporter_errors_total', ())])
+        self.assertEqual(0, samples[(
+            'puma_exporter_guest_agent_errors_total', ())])
+        self.assertNotIn(('puma_lending_puts_total', labels()), samples)
+        self.assertEqual(900, samples[(
+            'puma_lending_lender_puts_total',
+            labels(domain='vm2', uuid='u2'))])
+        self.assertEqual([], fake.calls)
 
 
 class FakeConnection(object):
