@@ -1003,15 +1003,18 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         if e:
             # QEMU refuses to save a split guest to a file (QEMU patch
             # 28); say why before libvirt fails. The instance stays
-            # ACTIVE.
+            # ACTIVE. A cold snapshot suspends too, and Nova's snapshot
+            # path logs no reason: log it here for both.
+            reason = ('instance %s keeps %s MiB of its memory on sub host '
+                      '%s (split migration) and QEMU cannot save it to a '
+                      'file; stop it, or live-migrate it to a host with '
+                      'room for all of its memory, first'
+                      % (instance.uuid, e.get('mb'), e.get('sub_host')))
+            LOG.warning('Puma: refused to save the memory of %s (suspend '
+                        'or cold snapshot): %s', instance.uuid, reason)
             raise exception.InstanceFaultRollback(
                 inner_exception=exception.InstanceSuspendFailure(
-                    reason='instance %s keeps %s MiB of its memory on sub '
-                           'host %s (split migration) and QEMU cannot '
-                           'save it to a file; stop it, or live-migrate '
-                           'it to a host with room for all of its memory, '
-                           'first' % (instance.uuid, e.get('mb'),
-                                      e.get('sub_host'))))
+                    reason=reason))
         super().suspend(context, instance)
 
     # Releasing ---------------------------------------------------------

@@ -176,3 +176,25 @@ class SplitLifeCycleTest(base.PumaServersTestBase):
         self.api.post_server_action(server['id'], {'unpause': {}})
         server = self._wait_for_state_change(server, 'ACTIVE')
         self._assert_kept(server)
+
+    def test_cold_snapshot_refused_keeps_split(self):
+        # Without live snapshots Nova's libvirt driver suspends (a managed
+        # save of the memory) before it copies the disk: refused as the
+        # suspend is, the image Nova's API made is deleted and the
+        # instance stays ACTIVE, split.
+        self.flags(disable_libvirt_livesnapshot=True, group='workarounds')
+        server = self._split_on_dest()
+        images = set(self.glance.images)
+        self.api.post_server_action(server['id'],
+                                    {'createImage': {'name': 'snap'}})
+        self.assertEqual(len(images) + 1, len(self.glance.images))
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
+        # Nova's snapshot path logs nothing of it: the driver does.
+        self.assertIn('Puma: refused to save the memory of %s (suspend or '
+                      'cold snapshot): instance %s keeps 2048 MiB of its '
+                      'memory on sub host sub' % (server['id'], server['id']),
+                      self.stdlog.logger.output)
+        # No image is left half made.
+        self.assertEqual(images, set(self.glance.images))
+        self._assert_kept(server)
