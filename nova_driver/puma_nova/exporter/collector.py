@@ -24,7 +24,7 @@ labels ``domain`` (libvirt's name) and ``uuid`` (the instance's UUID):
   page-outs; with monitor details also faults on unused pages, the
   latency histogram of the faults a memory server served, and each
   memory server's state and stale pages;
-- Shoot4U (monitor details, TCG): hypercalls the VM's vCPUs made;
+- Shoot4U (monitor details; TCG or KVM): hypercalls the VM's vCPUs made;
 - a running migration: memory remaining and processed, dirty rate;
 - cache lending (guest agent option, the Puma guest module's counters):
   as a borrower, pages put to lenders, gets, hits, misses, timeouts,
@@ -126,7 +126,7 @@ def _families():
                           'latest copy (they are mirrored onto it again).',
                           labels=_LABELS + ['server']),
         'hypercalls': c('puma_shoot4u_hypercalls',
-                        "Shoot4U hypercalls the VM's vCPUs made (TCG).",
+                        "Shoot4U hypercalls the VM's vCPUs made.",
                         labels=_LABELS),
         'remaining': g('puma_migration_remaining_bytes',
                        'Memory a running migration of the VM has still to '

@@ -18,9 +18,10 @@ series: ``virsh domstats --split``), which any libvirt client may read.
 With ``[puma_exporter] monitor_details`` the exporter also asks QEMU
 through libvirt's qemu-monitor-command for what libvirt does not carry:
 the fault-latency histogram and each memory server's state
-(``x-query-split``) and the Shoot4U hypercalls of TCG vCPUs
-(``qom-get``).  libvirt marks a domain that was sent such a command as
-tainted (``custom-monitor``) in its log, hence the option.
+(``x-query-split``) and the Shoot4U hypercalls of the vCPUs (``qom-get``
+under TCG, KVM's statistics through ``query-stats`` under KVM).  libvirt
+marks a domain that was sent such a command as tainted
+(``custom-monitor``) in its log, hence the option.
 
 With ``[puma_exporter] guest_agent`` it reads the Puma guest module's
 counters (``/sys/kernel/puma/stats``: cache lending) through the guest
@@ -82,14 +83,18 @@ class VM(object):
         return self.qmp('x-query-split')
 
     def shoot4u_hypercalls(self):
-        """Hypercalls of all vCPUs (monitor details, TCG only), or None."""
+        """Hypercalls of all vCPUs (monitor details), or None.
+
+        Under TCG QEMU counts them (``x-shoot4u-hypercalls`` of each vCPU);
+        under KVM the kernel handles the hypercall and counts it in KVM's
+        ``shoot4u`` vCPU statistic, which QEMU reads for ``query-stats``.
+        None for a QEMU or a KVM without Shoot4U.
+        """
         if self._monitor is None:
             return None
         kvm = self.qmp('query-kvm')
         if kvm and kvm.get('enabled'):
-            # Under KVM the kernel handles the hypercall and counts it in
-            # KVM's statistics, not QEMU.
-            return None
+            return self._kvm_shoot4u_hypercalls()
         total = 0
         for cpu in self.qmp('query-cpus-fast') or []:
             try:
@@ -109,6 +114,22 @@ class VM(object):
         if self._agent is None:
             return False
         return guest_agent.connected(self._dom.XMLDesc(0))
+
+    def _kvm_shoot4u_hypercalls(self):
+        try:
+            results = self.qmp('query-stats', target='vcpu', providers=[
+                {'provider': 'kvm', 'names': ['shoot4u']}])
+        except QMPError:
+            return None  # a QEMU without KVM's binary statistics
+        total, seen = 0, False
+        for result in results or []:
+            for stat in result.get('stats') or []:
+                value = stat.get('value')
+                if stat.get('name') == 'shoot4u' and isinstance(value, int):
+                    total += value
+                    seen = True
+        # Not seen: a KVM without our series (Debian's own).
+        return total if seen else None
 
     def lending(self):
         """The Puma guest module's counters, or None.

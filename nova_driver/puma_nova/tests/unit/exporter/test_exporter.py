@@ -87,11 +87,20 @@ class FakeMonitor(object):
     def __init__(self, kvm=False, split=True, shoot4u=True):
         self.kvm, self.split, self.shoot4u = kvm, split, shoot4u
         self.commands = []
+        self.requests = []
 
     def __call__(self, dom, request, flags):
         req = json.loads(request)
         self.commands.append(req['execute'])
+        self.requests.append(req)
         cmd = req['execute']
+        if cmd == 'query-stats' and self.kvm:
+            # KVM's binary statistics of each vCPU; our KVM series adds
+            # the shoot4u counter (Debian's KVM has none: no such stat).
+            return json.dumps({'return': [
+                {'provider': 'kvm', 'qom-path': '/machine/cpu[%d]' % i,
+                 'stats': [{'name': 'shoot4u', 'value': 40 + i}]
+                 if self.shoot4u else []} for i in range(2)]})
         if cmd == 'x-query-split' and self.split:
             return json.dumps({'return': X_QUERY_SPLIT})
         if cmd == 'query-kvm':
@@ -199,16 +208,31 @@ class CollectorTest(testtools.TestCase):
                                        labels())])
 
     def test_kvm_and_qemu_without_our_series(self):
-        # Under KVM the kernel counts Shoot4U; a QEMU without the split
+        # Debian's KVM has no shoot4u statistic; a QEMU without the split
         # command or the Shoot4U property has neither.
         kvm = source.VM(FakeDomain('vm1', 'u1'), SPLIT_STATS,
-                        FakeMonitor(kvm=True))
+                        FakeMonitor(kvm=True, shoot4u=False))
         plain = source.VM(FakeDomain('vm2', 'u2'), {},
                           FakeMonitor(split=False, shoot4u=False))
         samples, text = scrape(FakeSource([kvm, plain]))
         self.assertNotIn('puma_shoot4u_hypercalls_total{', text)
         self.assertNotIn('domain="vm2"', text)
         self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
+
+    def test_shoot4u_under_our_kvm_from_kvm_statistics(self):
+        # Under KVM the kernel counts the hypercalls (the shoot4u vCPU
+        # statistic of our KVM series); QEMU reads them for query-stats.
+        monitor = FakeMonitor(kvm=True)
+        vm = source.VM(FakeDomain('vm1', 'u1'), {}, monitor)
+        samples, text = scrape(FakeSource([vm]))
+        self.assertEqual(81, samples[('puma_shoot4u_hypercalls_total',
+                                      labels())])
+        self.assertIn({'execute': 'query-stats', 'arguments': {
+            'target': 'vcpu', 'providers': [
+                {'provider': 'kvm', 'names': ['shoot4u']}]}},
+            monitor.requests)
+        # TCG's per-vCPU property is not asked under KVM.
+        self.assertNotIn('qom-get', monitor.commands)
 
     def test_running_migration(self):
         job = {'type': 2, 'memory_remaining': 1 << 30,
