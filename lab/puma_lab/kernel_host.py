@@ -36,6 +36,26 @@ L2_DIR = '/run/puma-l2'
 # The writable share for L2 consoles, as seen inside the chroot.
 L2_OUT = '/run/puma-l2-out'
 L2_BOOT_TIMEOUT = 300
+# One QMP command to an L2 QEMU, run by the kernel host's python3 (the
+# host's, in the chroot): argv[1] the socket, argv[2] the command.
+QMP_ONE = r'''
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(60)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+def reply():
+    while True:
+        m = json.loads(f.readline())
+        if "event" not in m:
+            return m
+reply()
+for cmd in ({"execute": "qmp_capabilities"}, json.loads(sys.argv[2])):
+    f.write(json.dumps(cmd) + "\n")
+    f.flush()
+    r = reply()
+print(json.dumps(r))
+'''
 # Agent requests to a kernel host: its two TCG vCPUs also emulate the SVM
 # world switches of its L2 guests, so a request can take many seconds.
 REQUEST_TIMEOUT = 90
@@ -374,6 +394,7 @@ class NestedGuest:
                                          '%s.console.log' % name)
         self.pidfile = '%s/%s.pid' % (L2_DIR, name)
         self.qga_path = '%s/%s.qga' % (L2_DIR, name)
+        self.qmp_path = '%s/%s.qmp' % (L2_DIR, name)
         self.agent = agent.GuestAgent(NestedTransport(host, self.qga_path),
                                       name, request_timeout=30)
 
@@ -403,6 +424,7 @@ class NestedGuest:
                 # on a socket of the kernel host.
                 '-chardev', 'socket,id=qga0,path=%s,server=on,wait=off'
                 % self.qga_path,
+                '-qmp', 'unix:%s,server=on,wait=off' % self.qmp_path,
                 '-device', 'virtio-serial-pci,id=vser0',
                 '-device', 'virtserialport,chardev=qga0,'
                            'name=org.qemu.guest_agent.0',
@@ -422,6 +444,23 @@ class NestedGuest:
                                   % (self.name, self.host.name, p.out,
                                      p.err))
         return self
+
+    def qmp(self, command, **arguments):
+        """COMMAND's return from the L2 QEMU's monitor (in the kernel host).
+
+        :raises errors.LabError: QEMU answered with an error.
+        """
+        request = {'execute': command}
+        if arguments:
+            request['arguments'] = arguments
+        p = self.host.chroot('python3 -c %s %s %s' % (
+            shlex.quote(QMP_ONE), shlex.quote(self.qmp_path),
+            shlex.quote(json.dumps(request))))
+        reply = json.loads(p.out)
+        if 'error' in reply:
+            raise errors.LabError('L2 guest %s: %s: %s'
+                                  % (self.name, command, reply['error']))
+        return reply['return']
 
     def console(self):
         try:
