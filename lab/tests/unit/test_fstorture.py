@@ -2,7 +2,7 @@
 """fstorture passes on a sound filesystem and catches wrong blocks.
 
 Run on the host's filesystem (no guest): the checker itself is under test
-here; lab/tests/kmod/test_fstorture.py runs it in guests.
+here; lab/tests/lab/test_fstorture.py runs it in guests.
 """
 
 import os
