@@ -22,7 +22,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 
 from puma_lab import agent
@@ -37,17 +36,26 @@ L2_DIR = '/run/puma-l2'
 # The writable share for L2 consoles, as seen inside the chroot.
 L2_OUT = '/run/puma-l2-out'
 L2_BOOT_TIMEOUT = 300
-# One QMP command to an L2 QEMU, run in the kernel host's chroot (the
-# host's root) by this Python, with the lab's QMP library (qemu.qmp, as
-# vm.Guest uses): argv[1] the socket, argv[2] the command.
-QMP_ONE = (
-    'import json, sys\n'
-    'from qemu.qmp import legacy\n'
-    'req = json.loads(sys.argv[2])\n'
-    'mon = legacy.QEMUMonitorProtocol(sys.argv[1])\n'
-    'mon.connect()\n'
-    'print(json.dumps(mon.cmd_raw(req["execute"], req.get("arguments"))))\n'
-    'mon.close()\n')
+# One QMP command to an L2 QEMU, run by the kernel host's python3 (the
+# host's, in the chroot): argv[1] the socket, argv[2] the command.
+QMP_ONE = r'''
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(60)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+def reply():
+    while True:
+        m = json.loads(f.readline())
+        if "event" not in m:
+            return m
+reply()
+for cmd in ({"execute": "qmp_capabilities"}, json.loads(sys.argv[2])):
+    f.write(json.dumps(cmd) + "\n")
+    f.flush()
+    r = reply()
+print(json.dumps(r))
+'''
 # Agent requests to a kernel host: its two TCG vCPUs also emulate the SVM
 # world switches of its L2 guests, so a request can take many seconds.
 REQUEST_TIMEOUT = 90
@@ -445,9 +453,8 @@ class NestedGuest:
         request = {'execute': command}
         if arguments:
             request['arguments'] = arguments
-        p = self.host.chroot('%s -c %s %s %s' % (
-            shlex.quote(sys.executable), shlex.quote(QMP_ONE),
-            shlex.quote(self.qmp_path),
+        p = self.host.chroot('python3 -c %s %s %s' % (
+            shlex.quote(QMP_ONE), shlex.quote(self.qmp_path),
             shlex.quote(json.dumps(request))))
         reply = json.loads(p.out)
         if 'error' in reply:
