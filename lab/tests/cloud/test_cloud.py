@@ -70,6 +70,26 @@ def test_puma_api_behind_keystone(cloud):
     for cmd in (('ledger', 'list'), ('pair', 'list'),
                 ('memory-server', 'list')):
         assert cc.osc(cloud, 'puma', *cmd) == [], cmd
+    # Every compute reports, with what the host's KSM saves (the lab's
+    # hosts share this kernel's /sys/kernel/mm/ksm): microversion 1.2.
+
+    def hosts():
+        found = {h['Name']: h for h in cc.osc(cloud, 'puma', 'host', 'list')}
+        return sorted(found) == sorted(cloud_mod.COMPUTES) and found
+    found = cc.wait_for('every compute in puma host list', hosts, 180)
+    ksm = {}
+    for name in ('run', 'pages_sharing', 'ksm_zero_pages'):
+        with open('/sys/kernel/mm/ksm/' + name) as f:
+            ksm[name] = int(f.read())
+    ksm_mb = (ksm['pages_sharing'] + ksm['ksm_zero_pages']) * \
+        os.sysconf('SC_PAGE_SIZE') >> 20
+    print('KSM (run=%d) saves %d MiB here; hosts report %s' % (
+        ksm['run'], ksm_mb, {n: h['Merged MB'] for n, h in found.items()}))
+    for h in found.values():
+        assert isinstance(h['Merged MB'], int) and h['Merged MB'] >= 0, h
+        if ksm['run'] != 1:
+            # KSM not scanning: its counters stood still since the report.
+            assert h['Merged MB'] == ksm_mb, h
     # Bad input: a clear 4xx, nothing changed.
     with pytest.raises(errors.LabError) as e:
         cc.osc(cloud, 'puma', 'ledger', 'release', '424242')

@@ -20,6 +20,8 @@ History:
     * 1.0 - Initial version.
     * 1.1 - Lists page: ``?limit=&marker=`` and a ``NAME_links`` "next"
             link while rows remain (1.0 cuts at [puma_api] max_limit).
+    * 1.2 - Hosts show ``merged_mb``: the memory their page merging
+            (KSM) saves.
 """
 
 import re
@@ -29,7 +31,7 @@ from puma_nova import exception
 SERVICE_TYPE = 'memory-pool'
 HEADER = 'OpenStack-API-Version'
 MIN_VERSION = (1, 0)
-MAX_VERSION = (1, 1)
+MAX_VERSION = (1, 2)
 
 _VERSION = re.compile(r'^([1-9][0-9]*)\.(0|[1-9][0-9]*)$')
 

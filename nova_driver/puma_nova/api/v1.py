@@ -21,7 +21,8 @@ POST /v1/split-migrations   {"server": ID or name, "host": optional}
 
 Since microversion 1.1 (puma_nova.api.microversion) every list takes
 ?limit=&marker= and answers one page; when more rows follow, NAME_links
-holds a "next" link (as Nova's lists do).
+holds a "next" link (as Nova's lists do).  Since 1.2 hosts show
+merged_mb.
 """
 
 import urllib.parse
@@ -39,6 +40,8 @@ LOG = logging.getLogger(__name__)
 
 HOST_FIELDS = ('name', 'address', 'memory_mb', 'free_mb', 'lendable_mb',
                'shoot4u', 'split', 'updated_at')
+# Host fields by the microversion that added them.
+HOST_FIELDS_SINCE = {(1, 2): ('merged_mb',)}
 PAIR_FIELDS = ('lender', 'borrower', 'lender_host', 'borrower_host',
                'capacity_mb', 'created_at')
 MEMORY_SERVER_FIELDS = ('instance_uuid', 'host', 'size_mb', 'uri', 'state',
@@ -126,8 +129,13 @@ class Controller(object):
     def hosts(self, req, ctxt, conf):
         schemas.validate(schemas.LIST_QUERY['hosts'], dict(req.GET),
                          'query')
+        version = req.environ.get('puma.api_version',
+                                  microversion.MIN_VERSION)
+        fields = HOST_FIELDS + tuple(
+            f for since, added in sorted(HOST_FIELDS_SINCE.items())
+            if version >= since for f in added)
         return 200, self._page(req, 'hosts', db_api.host_list(ctxt),
-                               HOST_FIELDS, conf)
+                               fields, conf)
 
     @policy.authorized('puma:pair:list')
     def pairs(self, req, ctxt, conf):

@@ -27,6 +27,7 @@ from openstack_dashboard.api import base
 
 from puma_nova.osc import client as puma_client
 from puma_nova.osc import plugin
+from puma_nova.osc.v1 import host as host_cmd
 from puma_nova.osc.v1 import migration as migration_cmd
 
 SERVICE_TYPE = plugin.SERVICE_TYPE
@@ -44,6 +45,11 @@ def _client(request):
     auth = token_endpoint.Token(url, request.user.token.id)
     return puma_client.Client(ks_session.Session(auth=auth),
                               endpoint_override=url)
+
+
+def host_list(request):
+    """The hosts' last reports, with what page merging saves (1.2)."""
+    return _client(request).list('hosts', microversion=host_cmd.MICROVERSION)
 
 
 def pair_list(request):

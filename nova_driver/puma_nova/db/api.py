@@ -142,6 +142,8 @@ def host_report(ctxt, name, stats, now=None):
         for key in ('address', 'memory_mb', 'free_mb', 'lendable_mb',
                     'shoot4u', 'split'):
             setattr(host, key, stats[key])
+        # Not in the reports of computes older than the field.
+        host.merged_mb = stats.get('merged_mb', 0)
         host.updated_at = now
         session.flush()
         reported = {vm['uuid']: vm for vm in stats['vms']}

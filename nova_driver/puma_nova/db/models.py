@@ -66,6 +66,9 @@ class Host(Base):
     memory_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer)
     free_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer)
     lendable_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer, default=0)
+    # Memory the host's page merging (KSM) saves.
+    merged_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer, default=0,
+                                                   server_default='0')
     shoot4u: orm.Mapped[bool] = orm.mapped_column(sa.Boolean, default=False)
     split: orm.Mapped[bool] = orm.mapped_column(sa.Boolean, default=False)
     updated_at: orm.Mapped[datetime.datetime] = orm.mapped_column(

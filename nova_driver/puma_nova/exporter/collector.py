@@ -42,6 +42,8 @@ lending figures out, counted in ``puma_exporter_guest_agent_errors_total``.
 from oslo_log import log as logging
 from prometheus_client import core
 
+from puma_nova.compute import ksm
+
 LOG = logging.getLogger(__name__)
 
 SPLIT_STATES = ('active', 'degraded', 'paused')
@@ -248,6 +250,17 @@ class PumaCollector(object):
             if counters is not None:
                 _add_lending(f, labels, counters)
         yield from f.values()
+        try:
+            merged = ksm.saved_bytes()
+        except (OSError, ValueError) as e:
+            LOG.debug('No page merging figures: %s', e)
+            self.errors += 1
+        else:
+            yield core.GaugeMetricFamily(
+                'puma_host_page_merging_saved_bytes',
+                "Memory the host's page merging (KSM) saves: pages that "
+                'share a merged page, and pages merged with the zero page.',
+                value=merged)
         yield core.CounterMetricFamily(
             'puma_exporter_errors',
             'VMs (or whole scrapes) left out because libvirt or QEMU did '

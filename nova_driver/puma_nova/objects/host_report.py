@@ -17,6 +17,7 @@ objects read and write that form too (:meth:`PumaHostReport.from_stats`,
 :meth:`PumaHostReport.to_stats`), so that one scheduler serves both.
 """
 
+from oslo_utils import versionutils
 from oslo_versionedobjects import fields
 
 from puma_nova import exception
@@ -54,20 +55,27 @@ class PumaHostReport(base.PumaObject):
     """A compute host's memory and the VMs on it.
 
     Version 1.0: Initial version
+    Version 1.1: Added merged_mb
     """
 
-    VERSION = '1.0'
+    VERSION = '1.1'
 
     fields = {
         'memory_mb': fields.NonNegativeIntegerField(),
         'free_mb': fields.NonNegativeIntegerField(),
         'lendable_mb': fields.NonNegativeIntegerField(),
+        # Memory the host's page merging (KSM) saves; 0 in the reports of
+        # computes older than it.
+        'merged_mb': fields.NonNegativeIntegerField(default=0),
         # Where this host's memory servers listen.
         'address': fields.StringField(),
         'shoot4u': fields.BooleanField(),
         'split': fields.BooleanField(),
         'vms': fields.ListOfObjectsField('PumaVMReport'),
     }
+    # The PumaVMReport version of each version of this object (for
+    # obj_make_compatible).
+    obj_relationships = {'vms': [('1.0', '1.0')]}
 
     @classmethod
     def from_stats(cls, host, stats):
@@ -79,8 +87,17 @@ class PumaHostReport(base.PumaObject):
         schemas.validate_stats(host, stats)
         vms = [PumaVMReport(**{k: vm[k] for k in PumaVMReport.fields})
                for vm in stats['vms']]
-        values = {k: stats[k] for k in cls.fields if k != 'vms'}
-        return cls(vms=vms, **values)
+        values = {k: stats[k] for k in cls.fields
+                  if k != 'vms' and k in stats}
+        report = cls(vms=vms, **values)
+        report.obj_set_defaults()
+        return report
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 1):
+            primitive.pop('merged_mb', None)
 
     def to_stats(self):
         """The statistics dictionary of this report."""
@@ -94,6 +111,10 @@ class PumaHostReport(base.PumaObject):
 
         :raises: InvalidStats.
         """
+        # A report of a compute older than the optional fields has none.
+        for k in ('merged_mb',):
+            if not self.obj_attr_is_set(k):
+                self.obj_set_defaults(k)
         missing = [k for k in self.fields if not self.obj_attr_is_set(k)]
         missing += ['vms/%d/%s' % (i, k)
                     for i, vm in enumerate(self.vms

@@ -46,16 +46,20 @@ class Client(object):
                                           (resp.status_code, message))
         return resp.json()
 
-    def list(self, resource, **filters):
+    def list(self, resource, microversion=None, **filters):
         """GET /v1/RESOURCE with the filters that are not None.
 
         Every page: the "next" links are followed to the end.
+        MICROVERSION: the one the caller needs, if newer than
+        API_VERSION (a puma-api older than it answers 406, named).
         """
         params = {k: v for k, v in filters.items() if v is not None}
         key = resource.replace('-', '_')
+        extra = {'microversion': microversion} if microversion else {}
         items = []
         while True:
-            body = self._request('GET', '/v1/%s' % resource, params=params)
+            body = self._request('GET', '/v1/%s' % resource, params=params,
+                                 **extra)
             items += body[key]
             nxt = [link['href'] for link in body.get(key + '_links', ())
                    if link.get('rel') == 'next']

@@ -97,7 +97,7 @@ class SchedulerManager(object):
         migration records with (release_failed_plans), or None.
     """
 
-    target = messaging.Target(version='1.5')
+    target = messaging.Target(version='1.6')
 
     def __init__(self, compute_api, placement=None, nova=None):
         self.compute = compute_api
@@ -132,7 +132,7 @@ class SchedulerManager(object):
                      for p in db_api.pair_list(ctxt)]
         return model.Cluster.build(mhosts, vms, pairs), hosts
 
-    # RPC API 1.5
+    # RPC API 1.6
 
     @messaging.expected_exceptions(exception.InvalidStats)
     def report_host(self, ctxt, host, stats=None, report=None):

@@ -32,6 +32,8 @@ API version history:
     * 1.5 - plan_split takes source_host: the host the server runs on,
             which is never its sub host (the server's own host report
             may not list it yet).
+    * 1.6 - report_host's 'report' may be a PumaHostReport 1.1 (with
+            merged_mb); below 1.6 it is sent as version 1.0.
 """
 
 from oslo_config import cfg
@@ -44,7 +46,7 @@ from puma_nova import rpc
 CONF = cfg.CONF
 upgrade_levels.register_opts(CONF)
 
-RPC_API_VERSION = '1.5'
+RPC_API_VERSION = '1.6'
 
 
 class SchedulerAPI(object):
@@ -73,9 +75,10 @@ class SchedulerAPI(object):
         """Store the memory statistics of HOST and its VMs.
 
         STATS: a PumaHostReport, or its dictionary (memory_mb, free_mb,
-        lendable_mb, address, shoot4u, split, vms; see
-        docs/nova-scheduler.md).  Sent as the object (1.4), or as the
-        dictionary to a scheduler capped below 1.4.
+        lendable_mb, merged_mb, address, shoot4u, split, vms; see
+        docs/nova-scheduler.md).  Sent as the object (1.6; as its
+        version 1.0 under a cap of 1.4 or 1.5), or as the dictionary to a
+        scheduler capped below 1.4.
 
         :raises: InvalidStats (here, before anything is sent) for a
             dictionary the scheduler would refuse.
@@ -83,9 +86,17 @@ class SchedulerAPI(object):
         report = stats
         if not isinstance(report, host_report.PumaHostReport):
             report = host_report.PumaHostReport.from_stats(host, stats)
-        if self.client.can_send_version('1.4'):
-            cctxt = self._prepare('1.4')
+        if self.client.can_send_version('1.6'):
+            cctxt = self._prepare('1.6')
             return cctxt.call(ctxt, 'report_host', host=host, report=report)
+        if self.client.can_send_version('1.4'):
+            # A scheduler of 1.4 or 1.5 knows PumaHostReport 1.0 only:
+            # the object goes in its 1.0 wire form (the serializer passes
+            # a primitive through as it is).
+            cctxt = self._prepare('1.4')
+            return cctxt.call(ctxt, 'report_host', host=host,
+                              report=report.obj_to_primitive(
+                                  target_version='1.0'))
         cctxt = self._prepare('1.0')
         return cctxt.call(ctxt, 'report_host', host=host,
                           stats=report.to_stats())

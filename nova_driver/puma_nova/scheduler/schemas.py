@@ -45,6 +45,8 @@ HOST_STATS = {
         'memory_mb': _count,
         'free_mb': _count,
         'lendable_mb': _count,
+        # Optional: computes older than it do not send it.
+        'merged_mb': _count,
         'address': {'type': 'string', 'maxLength': 255},
         'shoot4u': {'type': 'boolean'},
         'split': {'type': 'boolean'},

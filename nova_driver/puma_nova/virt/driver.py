@@ -44,6 +44,7 @@ import oslo_messaging as messaging
 from oslo_utils import excutils
 
 from puma_nova.compute import guest_pairs
+from puma_nova.compute import ksm
 from puma_nova.compute import lending
 from puma_nova.compute import manager
 from puma_nova.compute import memory_server
@@ -264,6 +265,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             'memory_mb': total,
             'free_mb': free,
             'lendable_mb': lendable,
+            'merged_mb': ksm.saved_mb(),
             'address': CONF.puma.memory_server_address or CONF.my_ip,
             'shoot4u': bool(self._puma_shoot4u),
             'split': bool(CONF.puma.split_allowed),

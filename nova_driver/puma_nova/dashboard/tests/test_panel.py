@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The Memory Pool panel: its four tables, actions, errors and who sees
+"""The Memory Pool panel: its five tables, actions, errors and who sees
 it."""
 
 import types
@@ -46,8 +46,11 @@ LIVE_MIGRATIONS = [
      'status': 'queued', 'source_host': 'c0', 'dest_host': 'c2',
      'memory_total_mb': None, 'memory_remaining_mb': None,
      'main_host': None, 'sub_hosts': None, 'remote_mb': None}]
+HOSTS = [{'name': 'c1', 'memory_mb': 65536, 'free_mb': 30001,
+          'lendable_mb': 28001, 'merged_mb': 4321, 'shoot4u': True,
+          'split': True, 'updated_at': '2026-11-29T04:20:00'}]
 ALL_APIS = ['pair_list', 'ledger_list', 'memory_server_list',
-            'live_migration_list']
+            'live_migration_list', 'host_list']
 
 
 class MemoryPoolViewTests(test.BaseAdminViewTests):
@@ -62,20 +65,22 @@ class MemoryPoolViewTests(test.BaseAdminViewTests):
         self.mock_ledger_list.return_value = LEDGER
         self.mock_memory_server_list.return_value = MEMORY_SERVERS
         self.mock_live_migration_list.return_value = LIVE_MIGRATIONS
+        self.mock_host_list.return_value = HOSTS
 
     @test.create_mocks({api: ALL_APIS})
-    def test_index_shows_the_four_tables(self):
+    def test_index_shows_the_five_tables(self):
         self._mock_all()
         res = self.client.get(INDEX_URL)
         self.assertTemplateUsed(res, 'memory_pool/index.html')
         tables = res.context['tab_group'].get_tabs()
         self.assertEqual(['pairs_tab', 'ledger_tab', 'memory_servers_tab',
-                          'live_migrations_tab'],
+                          'live_migrations_tab', 'hosts_tab'],
                          [t.slug for t in tables])
         content = res.content.decode()
         for text in ('l-uuid', 'b-uuid', '1024', 'big-uuid', '2608',
                      '1488', 'running', 'active', 'split', '1234',
-                     'small-uuid', 'queued'):
+                     'small-uuid', 'queued', 'Saved by Merging (MiB)',
+                     '30001', '28001', '4321'):
             self.assertIn(text, content)
 
     @test.create_mocks({api: ALL_APIS})
@@ -136,6 +141,7 @@ class MemoryPoolViewTests(test.BaseAdminViewTests):
         self.mock_ledger_list.return_value = LEDGER
         self.mock_memory_server_list.return_value = []
         self.mock_live_migration_list.return_value = []
+        self.mock_host_list.return_value = HOSTS
         res = self.client.get(INDEX_URL)
         self.assertEqual(200, res.status_code)
         self.assertIn('big-uuid', res.content.decode())
@@ -228,6 +234,13 @@ class LiveMigrationListTests(test.TestCase):
         sm = novaclient.return_value.server_migrations
         sm.live_migration_abort.assert_called_once_with('u', '7')
         sm.live_migrate_force_complete.assert_called_once_with('u', '7')
+
+    @mock.patch.object(api, '_client')
+    def test_host_list_asks_for_merged_mb(self, client):
+        client.return_value.list.return_value = HOSTS
+        self.assertEqual(HOSTS, api.host_list(mock.sentinel.request))
+        client.return_value.list.assert_called_once_with(
+            'hosts', microversion='1.2')
 
     @mock.patch.object(api, '_client')
     def test_ledger_release_asks_puma_api(self, client):

@@ -176,3 +176,26 @@ class LiveMigrationsTable(tables.DataTable):
         name = 'live_migrations'
         verbose_name = _('Live Migrations')
         row_actions = (ForceCompleteLiveMigration, AbortLiveMigration)
+
+
+class HostsTable(tables.DataTable):
+    name = tables.Column(_get('name'), verbose_name=_('Host'))
+    memory_mb = tables.Column(_get('memory_mb'),
+                              verbose_name=_('Memory (MiB)'))
+    free_mb = tables.Column(_get('free_mb'), verbose_name=_('Free (MiB)'))
+    lendable_mb = tables.Column(_get('lendable_mb'),
+                                verbose_name=_('Lendable (MiB)'))
+    merged_mb = tables.Column(
+        _get('merged_mb'), verbose_name=_('Saved by Merging (MiB)'),
+        help_text=_('Memory the host\'s page merging (KSM) saves.'))
+    shoot4u = tables.Column(_get('shoot4u'), verbose_name=_('Shoot4U'))
+    split = tables.Column(_get('split'), verbose_name=_('Split'))
+    updated_at = tables.Column(_get('updated_at'),
+                               verbose_name=_('Reported At'))
+
+    def get_object_id(self, datum):
+        return datum['name']
+
+    class Meta(object):
+        name = 'hosts'
+        verbose_name = _('Hosts')

@@ -73,7 +73,19 @@ class LiveMigrationsTab(tabs.TableTab):
                      _('Unable to retrieve the live migrations.'))
 
 
+class HostsTab(tabs.TableTab):
+    table_classes = (tables.HostsTable,)
+    name = tables.HostsTable.Meta.verbose_name
+    slug = 'hosts_tab'
+    template_name = DETAIL_TABLE
+
+    def get_hosts_data(self):
+        return _rows(self.request, api.host_list,
+                     _('Unable to retrieve the hosts.'))
+
+
 class MemoryPoolTabs(tabs.TabGroup):
     slug = 'memory_pool'
-    tabs = (PairsTab, LedgerTab, MemoryServersTab, LiveMigrationsTab)
+    tabs = (PairsTab, LedgerTab, MemoryServersTab, LiveMigrationsTab,
+            HostsTab)
     sticky = True

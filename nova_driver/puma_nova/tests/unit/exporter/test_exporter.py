@@ -152,6 +152,29 @@ def labels(**kw):
 
 class CollectorTest(testtools.TestCase):
 
+    def setUp(self):
+        super().setUp()
+        # The host's KSM counters: 2 MiB saved.
+        self.ksm_dir = self.useFixture(fixtures.TempDir()).path
+        self._ksm(pages_sharing='500\n', ksm_zero_pages='12\n')
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.ksm.SYSFS', self.ksm_dir))
+
+    def _ksm(self, **counters):
+        for name, text in counters.items():
+            with open('%s/%s' % (self.ksm_dir, name), 'w') as f:
+                f.write(text)
+
+    def test_host_page_merging_savings(self):
+        samples, text = scrape(FakeSource([]))
+        self.assertEqual(512 * 4096, samples[(
+            'puma_host_page_merging_saved_bytes', ())])
+        self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
+        self._ksm(pages_sharing='garbage\n')
+        samples, text = scrape(FakeSource([]))
+        self.assertNotIn('puma_host_page_merging_saved_bytes', text)
+        self.assertEqual(1, samples[('puma_exporter_errors_total', ())])
+
     def test_split_vm_from_libvirt_statistics_only(self):
         monitor = FakeMonitor()
         vm = source.VM(FakeDomain('vm1', 'u1'), SPLIT_STATS)

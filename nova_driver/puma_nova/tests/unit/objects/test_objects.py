@@ -29,16 +29,17 @@ from puma_nova.tests.unit.sched import base as sched_base
 # the older one) and put the new fingerprint here, as Nova's
 # test_objects.py asks.
 OBJECT_DATA = {
-    'PumaHostReport': '1.0-ba25eb4843f49fa61455208bf561a66e',
+    'PumaHostReport': '1.1-31340868a79a967eb145f7c7b5e94dec',
     'PumaLendingPair': '1.0-a069fde9f5411ea06ed7a2833d1121ac',
     'PumaVMReport': '1.0-9627c21336ba631ee4f12be946d9629a',
 }
 
 
 def _stats():
-    return sched_base.stats(100, [
+    return dict(sched_base.stats(100, [
         sched_base.vm('a', free_mb=2048, lendable=True),
-        dict(sched_base.vm('b', project=None), puma={'gets': 3})])
+        dict(sched_base.vm('b', project=None), puma={'gets': 3})]),
+        merged_mb=300)
 
 
 class TestObjectVersions(testtools.TestCase):
@@ -74,11 +75,30 @@ class TestHostReport(testtools.TestCase):
         report = host_report.PumaHostReport.from_stats('h', _stats())
         wire = self.serializer.serialize_entity(self.ctxt, report)
         self.assertEqual('PumaHostReport', wire['puma_object.name'])
-        self.assertEqual('1.0', wire['puma_object.version'])
+        self.assertEqual('1.1', wire['puma_object.version'])
         self.assertEqual('puma', wire['puma_object.namespace'])
         back = self.serializer.deserialize_entity(self.ctxt, wire)
         self.assertIsInstance(back, host_report.PumaHostReport)
         self.assertEqual(_stats(), back.to_stats())
+
+    def test_stats_of_a_compute_older_than_merged_mb(self):
+        stats = _stats()
+        del stats['merged_mb']
+        report = host_report.PumaHostReport.from_stats('h', stats)
+        self.assertEqual(dict(stats, merged_mb=0), report.to_stats())
+
+    def test_1_0_wire_form_has_no_merged_mb(self):
+        report = host_report.PumaHostReport.from_stats('h', _stats())
+        wire = report.obj_to_primitive(target_version='1.0')
+        self.assertEqual('1.0', wire['puma_object.version'])
+        self.assertNotIn('merged_mb', wire['puma_object.data'])
+        self.assertEqual(['1.0', '1.0'], [
+            vm['puma_object.version']
+            for vm in wire['puma_object.data']['vms']])
+        back = self.serializer.deserialize_entity(self.ctxt, wire)
+        self.assertEqual('1.0', back.VERSION)
+        back.validate('h')
+        self.assertEqual(dict(_stats(), merged_mb=0), back.to_stats())
 
     def test_bad_dictionary_is_refused_before_sending(self):
         stats = _stats()

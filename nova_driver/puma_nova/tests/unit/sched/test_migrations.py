@@ -20,6 +20,7 @@ import os
 
 import fixtures
 from oslo_db.sqlalchemy import test_migrations
+import sqlalchemy as sa
 import testtools
 
 from puma_nova.db import api as db_api
@@ -59,3 +60,29 @@ class TestModelsMatchMigrationsMariaDB(_ModelsMatchMigrations,
         db_api.configure(self.useFixture(mariadb.MariaDBFixture()).url)
         self.addCleanup(db_api.configure)
         self.addCleanup(lambda: db_api.get_engine().dispose())
+
+
+class TestUpgradeKeepsHosts(testtools.TestCase):
+    """0002 adds merged_mb to the hosts that reported before it."""
+
+    def setUp(self):
+        super().setUp()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        db_api.configure('sqlite:///' + os.path.join(tmp, 'puma.sqlite'))
+        self.addCleanup(db_api.configure)
+
+    def test_0002_host_merged_mb(self):
+        migration.upgrade('0001')
+        engine = db_api.get_engine()
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO hosts (name, address, memory_mb, free_mb, "
+                "lendable_mb, shoot4u, split, updated_at) VALUES "
+                "('a', '10.0.0.1', 4096, 2048, 1024, 0, 1, "
+                "'2026-11-29 00:00:00')"))
+        migration.upgrade()
+        self.assertEqual('0002', migration.version())
+        with engine.connect() as conn:
+            row = conn.execute(sa.text(
+                'SELECT name, free_mb, merged_mb FROM hosts')).one()
+        self.assertEqual(('a', 2048, 0), tuple(row))

@@ -14,6 +14,7 @@
 import socketserver
 import threading
 import types
+from unittest import mock
 from wsgiref import simple_server
 
 from keystoneauth1 import session as ks_session
@@ -23,6 +24,7 @@ from puma_nova.api import app
 from puma_nova.db import api as db_api
 from puma_nova.osc import client as puma_client
 from puma_nova.osc import plugin
+from puma_nova.osc.v1 import host
 from puma_nova.osc.v1 import ledger
 from puma_nova.osc.v1 import memory_server
 from puma_nova.osc.v1 import migration
@@ -208,6 +210,25 @@ class TestOSC(base.TestCase):
                          cols)
         self.assertEqual([('a', 'b', 'm', 'sub', 512)],
                          [r[:5] for r in rows])
+
+    def test_host_list_shows_what_merging_saves(self):
+        self.flags(group='puma_api', max_limit=1)
+        # m and sub reported in setUp; m again, with KSM.
+        db_api.host_report(self.ctxt, 'm',
+                           dict(base.stats(4608), merged_mb=700))
+        cols, rows = self.run_cmd(host.ListHost, [])
+        self.assertEqual(('Name', 'Address', 'Memory MB', 'Free MB',
+                          'Lendable MB', 'Merged MB', 'Shoot4u', 'Split',
+                          'Updated At'), cols)
+        self.assertEqual([('m', 4608, 700), ('sub', 9000, 0)],
+                         [(r[0], r[3], r[5]) for r in rows])
+
+    def test_host_list_names_an_api_older_than_1_2(self):
+        with mock.patch('puma_nova.api.microversion.MAX_VERSION', (1, 1)):
+            e = self.assertRaises(exceptions.CommandError, self.run_cmd,
+                                  host.ListHost, [])
+        self.assertIn('puma-api answered 406: version 1.2 of the '
+                      'memory-pool API is not supported', str(e))
 
     def test_api_errors_become_command_errors(self):
         e = self.assertRaises(exceptions.CommandError, self.run_cmd,

@@ -328,6 +328,36 @@ class TestSchedulerRPC(base.TestCase):
         self.assertEqual((4000, 5000), (hosts['m']['free_mb'],
                                         hosts['near']['free_mb']))
 
+    def test_merged_mb_crosses_at_1_6_and_a_1_0_report_below(self):
+        """Below 1.6 the report goes in its 1.0 form: no merged_mb."""
+        seen = []
+        real = manager.SchedulerManager.report_host
+
+        def spy(endpoint, ctxt, host, stats=None, report=None):
+            seen.append((report.VERSION,
+                         report.obj_attr_is_set('merged_mb')))
+            return real(endpoint, ctxt, host, stats=stats, report=report)
+        merged = dict(base.stats(4000), merged_mb=300)
+        with mock.patch.object(manager.SchedulerManager, 'report_host',
+                               new=spy):
+            self.api.report_host(self.ctxt, 'm', merged)
+            capped = rpcapi.SchedulerAPI(self.rpc.transport,
+                                         version_cap='1.5')
+            capped.report_host(self.ctxt, 'near', merged)
+        self.assertEqual([('1.1', True), ('1.0', False)], seen)
+        hosts = {h['name']: h for h in db_api.host_list(self.ctxt)}
+        # The 1.0 report of 'near' carried none: the scheduler took 0.
+        self.assertEqual((300, 0), (hosts['m']['merged_mb'],
+                                    hosts['near']['merged_mb']))
+
+    def test_report_without_merged_mb_stores_nothing_merged(self):
+        """A dictionary from a compute older than merged_mb (1.0)."""
+        cctxt = self.api.client.prepare(version='1.0')
+        cctxt.call(self.ctxt, 'report_host', host='m',
+                   stats=base.stats(4000))
+        hosts = {h['name']: h for h in db_api.host_list(self.ctxt)}
+        self.assertEqual(0, hosts['m']['merged_mb'])
+
 
 class TestPlanningRound(base.TestCase):
 
