@@ -57,5 +57,6 @@ def test_dashboard_queries(promtool, tmp_path):
                  'puma_migration_remaining_bytes',
                  'puma_shoot4u_hypercalls_total',
                  'puma_exporter_errors_total', 'puma_lending_hits_total',
-                 'puma_lending_remote_bytes', 'puma_lending_hosted_bytes'):
+                 'puma_lending_remote_bytes', 'puma_lending_hosted_bytes',
+                 'puma_host_page_merging_saved_bytes'):
         assert any(name in e for e in exprs), name
