@@ -53,6 +53,7 @@ def migrate_timed(osc, server, host, db, timeout):
     """
     conn = connect(db)
     before, _ = last_migration(conn, server)
+    start_wall = time.time()
     t0 = time.monotonic()
     p = subprocess.run(list(osc) + ['--os-compute-api-version', '2.30',
                                     'server', 'migrate', '--live-migration',
@@ -72,7 +73,9 @@ def migrate_timed(osc, server, host, db, timeout):
         time.sleep(POLL_S)
     return {'cli_s': round(cli_s, 3),
             'total_s': round(time.monotonic() - t0, 3),
-            'status': status, 'migration': mig}
+            'status': status, 'migration': mig,
+            # The wall clock of the run, to find its marks in the logs.
+            'start_wall': start_wall, 'end_wall': time.time()}
 
 
 def pairs(db, add=0, remove=False):

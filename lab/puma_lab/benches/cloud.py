@@ -21,6 +21,9 @@ measures, in one run:
    runs alternate (API, virsh, API, ...); between runs each guest moves
    back to a whole (not timed).  ``libvirt_ms`` is libvirt's own elapsed
    time of each migration job (``domjobinfo --completed`` on b).
+   ``api_phases_s`` splits each API run at the marks of Nova's logs
+   (:mod:`puma_lab.benches.cloud_phases`): client, Nova API, until
+   libvirt is called, libvirt's call, post-migration, status.
 2. ``api_list_p99_ms``: puma-api's ``GET /v1/pairs`` with ``--pairs``
    lending pairs in its database (added for the measurement, removed
    after it), ``--requests`` requests one after the other with a Keystone
@@ -43,6 +46,7 @@ import time
 import uuid as uuid_mod
 import xml.etree.ElementTree as ET
 
+from puma_lab.benches import cloud_phases
 from puma_lab.benches.puma import spread
 from puma_lab import cloud as cloud_mod
 from puma_lab import cloud_checks as cc
@@ -282,7 +286,8 @@ def migrations(cloud, runs):
     cc.model_small(cloud, 'b')
     copy = VirshCopy(cloud, uuid, domain)
     res = {'api_s': [], 'api_cli_s': [], 'api_libvirt_ms': [],
-           'virsh_s': [], 'virsh_libvirt_ms': []}
+           'virsh_s': [], 'virsh_libvirt_ms': [],
+           'api_phases': {p: [] for p in cloud_phases.PHASES}}
     try:
         for i in range(runs):
             say('run %d/%d: split through the API' % (i + 1, runs))
@@ -290,6 +295,11 @@ def migrations(cloud, runs):
             res['api_s'].append(out['total_s'])
             res['api_cli_s'].append(out['cli_s'])
             res['api_libvirt_ms'].append(job_ms(cloud, 'b', domain))
+            found = cloud_phases.marks(cloud.path('log'), uuid, 'a',
+                                       out['start_wall'], out['end_wall'])
+            for name, secs in cloud_phases.phases(
+                    found, out['start_wall'], out['end_wall']).items():
+                res['api_phases'][name].append(secs)
             limit = entry['main_limit_mb'] << 20
             argv = memory_server_argv(cc.memory_server_pid(uuid))
             flags = nova_flags(cloud, domain)
@@ -428,6 +438,9 @@ def run(argv):
            'api_libvirt_ms': spread(mig['api_libvirt_ms']),
            'virsh_split_s': virsh,
            'virsh_libvirt_ms': spread(mig['virsh_libvirt_ms']),
+           # Where the API path's time goes (Nova's logs, cloud_phases).
+           'api_phases_s': {name: spread(values) for name, values in
+                            mig['api_phases'].items()},
            'control_overhead_x': round(api['median'] / virsh['median'], 2),
            'control_overhead_s': round(api['median'] - virsh['median'], 1),
            'flags': mig['flags'], 'main_limit_mb': mig['main_limit_mb'],
