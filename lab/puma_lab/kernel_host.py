@@ -36,26 +36,22 @@ L2_DIR = '/run/puma-l2'
 # The writable share for L2 consoles, as seen inside the chroot.
 L2_OUT = '/run/puma-l2-out'
 L2_BOOT_TIMEOUT = 300
-# One QMP command to an L2 QEMU, run by the kernel host's python3 (the
-# host's, in the chroot): argv[1] the socket, argv[2] the command.
+# One QMP command to an L2 QEMU, through qemu.qmp (lab/requirements.txt),
+# run in the chroot by the lab's own venv (QMP_PYTHON: the host's root,
+# which the chroot shares, /tmp excepted): argv[1] the socket, argv[2]
+# the request.  It prints QEMU's whole response, error included.
 QMP_ONE = r'''
-import json, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(60)
-s.connect(sys.argv[1])
-f = s.makefile("rw")
-def reply():
-    while True:
-        m = json.loads(f.readline())
-        if "event" not in m:
-            return m
-reply()
-for cmd in ({"execute": "qmp_capabilities"}, json.loads(sys.argv[2])):
-    f.write(json.dumps(cmd) + "\n")
-    f.flush()
-    r = reply()
-print(json.dumps(r))
+import json, sys
+from qemu.qmp import legacy
+mon = legacy.QEMUMonitorProtocol(sys.argv[1])
+mon.settimeout(60)
+mon.connect()
+try:
+    print(json.dumps(mon.cmd_obj(json.loads(sys.argv[2]))))
+finally:
+    mon.close()
 '''
+QMP_PYTHON = os.path.join(paths.CACHE, 'venv', 'bin', 'python')
 # Agent requests to a kernel host: its two TCG vCPUs also emulate the SVM
 # world switches of its L2 guests, so a request can take many seconds.
 REQUEST_TIMEOUT = 90
@@ -453,9 +449,9 @@ class NestedGuest:
         request = {'execute': command}
         if arguments:
             request['arguments'] = arguments
-        p = self.host.chroot('python3 -c %s %s %s' % (
-            shlex.quote(QMP_ONE), shlex.quote(self.qmp_path),
-            shlex.quote(json.dumps(request))))
+        p = self.host.chroot('%s -c %s %s %s' % (
+            shlex.quote(QMP_PYTHON), shlex.quote(QMP_ONE),
+            shlex.quote(self.qmp_path), shlex.quote(json.dumps(request))))
         reply = json.loads(p.out)
         if 'error' in reply:
             raise errors.LabError('L2 guest %s: %s: %s'
