@@ -61,8 +61,15 @@ def test_panel_shows_a_running_split_migration(cloud, small_b):
         assert 'error' not in seen, seen
         assert seen['heading'] == 'Memory Pool', seen
         assert seen['tabs'] == ['Lending Pairs', 'Split Migrations',
-                                'Memory Servers', 'Live Migrations'], seen
+                                'Memory Servers', 'Live Migrations',
+                                'Hosts'], seen
         tables = seen['tables']
+        # Every compute's last report, with what its page merging saves
+        # (a number of MiB; the hosts share this machine's KSM).
+        assert sorted(row[0] for row in tables['hosts']) == \
+            ['a', 'b', 'c'], tables['hosts']
+        assert all(row[4].isdigit() for row in tables['hosts']), \
+            tables['hosts']
         # The split that ran then, as puma-api has it.
         assert [row[1:3] + row[5:6] for row in rows_with(
             tables['ledger'], uuid)] == [['b', 'c', 'running']], tables
@@ -85,8 +92,8 @@ def test_panel_shows_a_running_split_migration(cloud, small_b):
         assert tables['pairs'] == [['No items to display.']], tables
         assert [e for e in seen['console']
                 if e['level'] == 'SEVERE'] == [], seen['console']
-        # login, home, panel, four tabs, the confirmation, after it.
-        assert len(seen['screenshots']) == 9, seen['screenshots']
+        # login, home, panel, five tabs, the confirmation, after it.
+        assert len(seen['screenshots']) == 10, seen['screenshots']
         assert 'error' not in member, member
         assert member['heading'] != 'Memory Pool', member
         assert 'ledger' not in member['tables'], member
