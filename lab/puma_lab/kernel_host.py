@@ -559,10 +559,27 @@ class NestedGuest:
                 raise MachineFault('L2 guest %s in %s: %s; %s'
                                    % (self.name, self.host.name, fault,
                                       e)) from e
+            death = self.death_line()
+            if death:
+                # Its own death, not its machine's: named, not retried.
+                raise errors.LabError('L2 guest %s in %s died: "%s"; %s'
+                                      % (self.name, self.host.name, death,
+                                         e)) from e
             raise
         if check:
             self.agent.check(command, res)
         return res
+
+    def death_line(self):
+        """The first line of the guest's own death on its console, or None.
+
+        CI of 2026-11-29: a 6.1 guest died of a double fault at syscall
+        entry and the test reported only its silent agent.
+        """
+        for line in self.console().splitlines():
+            if any(m in line for m in KERNEL_DEATH + ('PANIC:',)):
+                return line.strip()[-200:]
+        return None
 
     def machine_fault(self):
         """Why the L2 guest's machine failed under it, or None.

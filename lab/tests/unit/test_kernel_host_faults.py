@@ -321,3 +321,18 @@ def test_a_kernel_host_that_stalled_and_went_silent_is_lost(
     finally:
         kh.proc.kill()
         kh.proc.wait()
+
+
+DOUBLE_FAULT = ('[   42.704623] traps: PANIC: double fault, error_code: 0x0\n'
+                '[   42.706597] double fault: 0000 [#1] PREEMPT SMP NOPTI\n'
+                '[   46.746493] Kernel panic - not syncing: Fatal exception '
+                'in interrupt\n')
+
+
+def test_a_silent_agent_of_a_guest_that_died_names_the_death(tmp_path):
+    """CI of 2026-11-29: the agent timeout hid the guest's panic."""
+    g = guest(tmp_path, BOOT + DOUBLE_FAULT)
+    with pytest.raises(errors.LabError,
+                       match='died: ".*PANIC: double fault') as e:
+        g.run('tlbstorm -n 300')
+    assert not isinstance(e.value, kernel_host.MachineFault)
