@@ -161,6 +161,27 @@ class Host:
         raise errors.LabError('host %s: libvirtd not ready within %ds: %s'
                               % (self.name, READY_TIMEOUT, last))
 
+    def restart_libvirtd(self, timeout=30):
+        """Stop this host's libvirtd and start it again; domains run on.
+
+        As on a real host after an upgrade or a crash of the daemon: the
+        new libvirtd reconnects to the running QEMUs from the status XML
+        in its run directory (see status_xml()).
+        """
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._start_libvirtd()
+
+    def status_xml(self, domain):
+        """libvirtd's status XML of a running DOMAIN (its private state)."""
+        with open(os.path.join(self.dir, 'run', 'qemu',
+                               domain + '.xml')) as f:
+            return f.read()
+
     def _standard_state_dir(self):
         """Commands that show libvirt's state directory at /var/lib/libvirt.
 

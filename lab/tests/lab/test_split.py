@@ -169,9 +169,47 @@ def save_refused(driver, g, path):
         assert [s['state'] for s in st['servers']] == ['up'], st
 
 
+# libvirt's refusal (libvirt patch 16), not QEMU's ("this VM's memory").
+LIBVIRT_REFUSAL = "part of the domain's memory is on memory servers"
+
+
+def libvirt_refuses_memory_files(g, base):
+    """libvirt refuses every way of writing G's memory to a file.
+
+    It knows from its status XML that the domain came by split migration
+    (also after a restart of libvirtd), and refuses before it pauses the
+    domain: the guest never stops, its pages stay on the server.
+    """
+    tries = (('save', g.name, base + '.save'),
+             ('managedsave', g.name),
+             ('dump', g.name, base + '.core'),
+             ('snapshot-create-as', g.name, 'mem', '--memspec',
+              'file=%s.mem,snapshot=external' % base, '--no-metadata'))
+    for argv in tries:
+        with pytest.raises(errors.LabError) as e:
+            g.host.virsh(*argv, timeout=120)
+        print('virsh %s:' % argv[0], e.value)
+        assert LIBVIRT_REFUSAL in str(e.value), (argv, str(e.value))
+        assert g.state_reason() == 'running (migrated)', g.state_reason()
+        st = g.qmp('x-query-split')
+        assert st['state'] == 'active' and st['remote-pages'] > 0, st
+    for path in (base + '.save', base + '.core', base + '.mem'):
+        assert not os.path.exists(path), path
+
+
 def test_split_then_plain_migration(driver, lab):
     a, b, c, srv, g, pid = split_to_b(driver, lab, 'vm7')
     save_refused(driver, g, os.path.join(b.dir, 'vm7.save'))
+    if driver == 'virsh':
+        # libvirt keeps in its status XML that the memory is split, and
+        # refuses saves, dumps and memory snapshots itself, before and
+        # after a restart of the daemon.
+        assert '<splitMemory/>' in b.status_xml(g.name)
+        libvirt_refuses_memory_files(g, os.path.join(b.dir, 'vm7'))
+        b.restart_libvirtd()
+        assert '<splitMemory/>' in b.status_xml(g.name)
+        assert wait_state(g, 'running') == 'running'
+        libvirt_refuses_memory_files(g, os.path.join(b.dir, 'vm7'))
     assert srv.stats()['total_pages'] > 0
 
     # B pages everything in and sends it all in the migration stream; C

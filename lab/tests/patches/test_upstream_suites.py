@@ -3,9 +3,10 @@
 
 Our libvirt series extends libvirt's data-driven tests (qemuxmlconfdata:
 domain XML in, QEMU command line and XML out; qemumigparamsdata), the
-monitor tests (x-query-split), the capabilities (x-query-split) and
-virsh (domstats --split, migrate --split); they must pass on the build
-the lab runs, as they would in libvirt's CI.
+monitor tests (x-query-split), the capabilities (x-query-split), the
+status XML (qemuxmlactivetest: <splitMemory/>) and virsh (domstats
+--split, migrate --split); they must pass on the build the lab runs, as
+they would in libvirt's CI.
 """
 
 import os
@@ -16,8 +17,9 @@ import pytest
 
 from puma_lab import paths
 
-LIBVIRT_SUITES = ('qemuxmlconftest', 'virschematest', 'qemumigparamstest',
-                  'qemumonitorjsontest', 'qemucapabilitiestest', 'virshtest')
+LIBVIRT_SUITES = ('qemuxmlconftest', 'qemuxmlactivetest', 'virschematest',
+                  'qemumigparamstest', 'qemumonitorjsontest',
+                  'qemucapabilitiestest', 'virshtest')
 
 
 @pytest.mark.parametrize('suite', LIBVIRT_SUITES)
