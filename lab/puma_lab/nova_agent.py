@@ -186,8 +186,9 @@ class Agent(object):
             drv.init_host(host)
         else:
             # A sub host without libvirtd: only what init_host sets up
-            # for the memory servers.
+            # for the memory servers, and their checks.
             drv.puma_init_memory_servers(host)
+            drv.puma_supervise_memory_servers()
         self.endpoint = manager.PumaComputeEndpoint(drv)
         self.instances = {}
         self.migrate_data = {}

@@ -269,8 +269,59 @@ def test_driver_tls_admits_only_the_split_hosts(stack, lab):
     verified(g, pid)
 
 
+def test_driver_starts_a_dead_memory_server_again(stack, lab):
+    """C's driver checks its memory servers (here every second).
+
+    The instance's server on C is killed after B planned the split: C's
+    driver starts it again, empty, on the same port and with the same
+    size; the split migration through it then goes as usual.
+    """
+    (a, b, c), cloud = cloud_of(
+        lab, sub_options={'puma.memory_server_check_interval': 1})
+    g = split.make_guest('virsh', lab, a, 'vm4', mem_mb=MEM_MB)
+    inst = instance_of(g)
+    pid = split.start_workload(g, WSS_MB, RATE)
+    mig = migration_of(b)
+    plan = cloud.call('b', 'plan', instance=inst,
+                      migration_uuid=mig['migration_uuid'],
+                      free_mb=B_FREE_MB)
+    port = int(plan['sub_uri'].rsplit(':', 1)[1])
+    srv_pid, = servers_on(c)
+    netns.run('kill', '-KILL', str(srv_pid))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        server = cloud.call('c', 'memory_servers')[inst['uuid']]
+        if server.get('restarts'):
+            break
+        time.sleep(0.5)
+    print('memory server on C after the kill:', server)
+    assert server['restarts'] == 1, server
+    assert (server['port'], server['size_mb']) == (port, MEM_MB - LIMIT_MB)
+    assert server['pid'] != srv_pid and servers_on(c) == [server['pid']]
+    assert 'is gone: starting it again' in cloud.agents['c'].output()
+
+    cloud.call('b', 'pre_live_migration', instance=inst)
+    cloud.call('a', 'migrate', instance=inst, migration=mig)
+    g.host = b
+    assert b.virsh('domstate', 'vm4').strip() == 'running'
+    split.walk(g)
+    st = g.qmp('x-query-split')
+    assert st['state'] == 'active' and st['remote-pages'] > 0, st
+    assert [(s['uri'], s['state']) for s in st['servers']] == [
+        (plan['sub_uri'], 'up')], st
+    assert memserver.stats(c, port)['total_pages'] > 0
+    verified(g, pid)
+    cloud.call('b', 'post_at_destination', instance=inst)
+    cloud.call('a', 'post_at_source', instance=inst)
+    cloud.call('b', 'delete', instance=inst)
+    assert cloud.call('c', 'memory_servers') == {}
+    assert servers_on(c) == []
+
+
 def test_driver_rollback_with_a_dead_server(stack, lab):
-    (a, b, c), cloud = cloud_of(lab)
+    # Without the checks, which would start the server again.
+    (a, b, c), cloud = cloud_of(
+        lab, sub_options={'puma.memory_server_check_interval': 0})
     g = split.make_guest('virsh', lab, a, 'vm2', mem_mb=MEM_MB)
     inst = instance_of(g)
     pid = split.start_workload(g, WSS_MB, RATE)

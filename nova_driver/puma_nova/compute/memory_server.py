@@ -24,6 +24,15 @@ The processes run in their own session so that they outlive a restart of
 nova-compute (the instances on the main hosts depend on them); their pid
 and port are kept in a JSON state file so a restarted nova-compute finds
 and stops them.
+
+``check()`` supervises them: a server that is gone (killed, crashed, the
+host rebooted) is started again, empty, on the same port with the same
+size, TLS and admitted clients, so that the main host's QEMU reconnects
+to it. QEMU never reads a page from a restarted server (it finds the
+server holding fewer pages than it should and marks every copy there
+stale): a mirrored instance copies its remote pages onto it from the
+other server and is redundant again; an unmirrored one stays paused,
+its remote memory lost with the server.
 """
 
 import errno
@@ -105,11 +114,13 @@ class MemoryServers(object):
             LOG.error('Unreadable memory server state %s moved to %s: %s',
                       self._state_path, broken, e)
             return {}
-        alive = {u: s for u, s in servers.items() if self._is_ours(s)}
-        for gone in set(servers) - set(alive):
-            LOG.warning('Memory server of instance %s (pid %d) is gone',
-                        gone, servers[gone]['pid'])
-        return alive
+        # A server that is gone stays recorded: check() starts it again.
+        for gone in sorted(u for u, srv in servers.items()
+                           if not self._is_ours(srv)):
+            LOG.warning('Memory server of instance %s (pid %d, port %d) '
+                        'is gone', gone, servers[gone]['pid'],
+                        servers[gone]['port'])
+        return servers
 
     def _is_ours(self, server):
         """Whether pid still runs the memory server we started.
@@ -165,17 +176,25 @@ class MemoryServers(object):
             server['clients'] = merged
             self._save()
 
+    def _bindable(self, port):
+        """Whether a server could listen on PORT now.
+
+        As a server would: with SO_REUSEADDR, which ignores connections
+        left in TIME_WAIT.
+        """
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((self._address, port))
+            except OSError:
+                return False
+        return True
+
     def _free_port(self):
         used = {s['port'] for s in self._servers.values()}
         for port in self._ports:
-            if port in used:
-                continue
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind((self._address, port))
-                except OSError:
-                    continue
-            return port
+            if port not in used and self._bindable(port):
+                return port
         raise MemoryServerError('no free memory server port in %d-%d'
                                 % (self._ports[0], self._ports[-1]))
 
@@ -232,42 +251,18 @@ class MemoryServers(object):
                                         'not a directory without commas'
                                         % (tls_dir,))
             port = self._free_port()
-            log_path = os.path.join(self._state_dir,
-                                    'memory-server-%s.log' % instance_uuid)
-            cmd = [self._binary, '--listen',
-                   '%s:%d' % (self._address, port),
-                   '--max-memory', '%dM' % size_mb]
             admitted = None
-            if self._tls_x509_dir:
-                cmd += ['--object',
-                        'tls-creds-x509,id=tls0,endpoint=server,'
-                        'verify-peer=on,dir=%s' % self._tls_x509_dir,
-                        '--tls-creds', 'tls0']
-                if self._client_dn and clients:
-                    if ',' in self._state_dir:
-                        raise MemoryServerError(
-                            'memory server state directory %r has a comma'
-                            % (self._state_dir,))
-                    admitted = sorted(set(clients))
-                    authz = self._write_authz(instance_uuid, admitted)
-                    cmd += ['--object',
-                            'authz-listfile,id=auth0,filename=%s,'
-                            'refresh=on' % authz, '--tls-authz', 'auth0']
-            LOG.info('Starting memory server for instance %s: %s',
-                     instance_uuid, ' '.join(cmd))
-            with open(log_path, 'ab') as log:
-                try:
-                    child = subprocess.Popen(
-                        cmd, stdin=subprocess.DEVNULL, stdout=log,
-                        stderr=subprocess.STDOUT, start_new_session=True,
-                        close_fds=True)
-                except OSError as e:
-                    if admitted is not None:
-                        os.unlink(self._authz_path(instance_uuid))
-                    raise MemoryServerError('cannot run %s: %s'
-                                            % (self._binary, e))
+            if self._tls_x509_dir and self._client_dn and clients:
+                if ',' in self._state_dir:
+                    raise MemoryServerError(
+                        'memory server state directory %r has a comma'
+                        % (self._state_dir,))
+                admitted = sorted(set(clients))
+                self._write_authz(instance_uuid, admitted)
             try:
-                self._wait_ready(child, port, log_path)
+                child = self._spawn(instance_uuid, port, size_mb,
+                                    bool(self._tls_x509_dir),
+                                    admitted is not None)
             except MemoryServerError:
                 if admitted is not None:
                     os.unlink(self._authz_path(instance_uuid))
@@ -280,6 +275,94 @@ class MemoryServers(object):
                 self._servers[instance_uuid]['clients'] = admitted
             self._save()
             return self._uri(port)
+
+    def _spawn(self, instance_uuid, port, size_mb, tls, authz):
+        """Run the memory server of an instance on PORT until it listens.
+
+        With TLS, it has this host's server certificates; with AUTHZ, it
+        admits only the clients its authz-listfile names.
+        """
+        if tls and not self._tls_x509_dir:
+            raise MemoryServerError(
+                'memory server of %s ran with TLS, this host is now '
+                'configured without it' % instance_uuid)
+        log_path = os.path.join(self._state_dir,
+                                'memory-server-%s.log' % instance_uuid)
+        cmd = [self._binary, '--listen', '%s:%d' % (self._address, port),
+               '--max-memory', '%dM' % size_mb]
+        if tls:
+            cmd += ['--object',
+                    'tls-creds-x509,id=tls0,endpoint=server,'
+                    'verify-peer=on,dir=%s' % self._tls_x509_dir,
+                    '--tls-creds', 'tls0']
+            if authz:
+                cmd += ['--object',
+                        'authz-listfile,id=auth0,filename=%s,refresh=on'
+                        % self._authz_path(instance_uuid),
+                        '--tls-authz', 'auth0']
+        LOG.info('Starting memory server for instance %s: %s',
+                 instance_uuid, ' '.join(cmd))
+        with open(log_path, 'ab') as log:
+            try:
+                child = subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                    close_fds=True)
+            except OSError as e:
+                raise MemoryServerError('cannot run %s: %s'
+                                        % (self._binary, e))
+        self._wait_ready(child, port, log_path)
+        return child
+
+    def _running(self, instance_uuid, server):
+        child = self._children.get(instance_uuid)
+        if child is not None:
+            # Reaps a child that exited.
+            return child.poll() is None
+        return self._is_ours(server)
+
+    def check(self):
+        """Start again, empty, every memory server that is gone.
+
+        Each on its port, with its size, TLS and admitted clients, so
+        that its clients reconnect to it. Returns {instance uuid: error}
+        for the servers that could not be started; the next check tries
+        them again.
+        """
+        failed = {}
+        with self._lock:
+            changed = False
+            for instance_uuid, server in sorted(self._servers.items()):
+                if self._running(instance_uuid, server):
+                    continue
+                self._children.pop(instance_uuid, None)
+                LOG.error('Memory server of instance %s (pid %d, port %d) '
+                          'is gone: starting it again, empty; the '
+                          'instance copies its pages onto it from its '
+                          'mirror, or stays paused without one',
+                          instance_uuid, server['pid'], server['port'])
+                try:
+                    # Else another process's socket would pass for ours.
+                    if not self._bindable(server['port']):
+                        raise MemoryServerError(
+                            'port %s:%d is taken by another process'
+                            % (self._address, server['port']))
+                    child = self._spawn(instance_uuid, server['port'],
+                                        server['size_mb'],
+                                        server.get('tls', False),
+                                        server.get('clients') is not None)
+                except MemoryServerError as e:
+                    LOG.error('Memory server of instance %s could not be '
+                              'started again: %s', instance_uuid, e)
+                    failed[instance_uuid] = str(e)
+                    continue
+                self._children[instance_uuid] = child
+                server['pid'] = child.pid
+                server['restarts'] = server.get('restarts', 0) + 1
+                changed = True
+            if changed:
+                self._save()
+        return failed
 
     def _kill(self, pid, child=None, timeout=5.0):
         try:

@@ -143,6 +143,19 @@ Empty: every such host.
         default=49263,
         help='Highest TCP port a memory server of this host may use.'),
     cfg.IntOpt(
+        'memory_server_check_interval',
+        default=10,
+        min=0,
+        help="""
+Seconds between two checks of this host's memory servers. A memory server
+that is gone (killed, crashed, or the host restarted) is started again,
+empty, on its port, with its size, TLS and admitted clients: the main host
+of its instance reconnects, a mirrored instance copies its pages onto it
+again from its other server, an unmirrored one stays paused (its remote
+memory was lost with the server). Also checked when nova-compute starts.
+0 disables the checks.
+"""),
+    cfg.IntOpt(
         'lendable_max_mb',
         default=0,
         min=0,

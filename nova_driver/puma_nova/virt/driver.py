@@ -93,6 +93,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._puma_rpc_server = None
         self._puma_stop = threading.Event()
         self._puma_reporter = None
+        self._puma_supervisor = None
         self._puma_shoot4u = False
 
     # Life cycle -----------------------------------------------------
@@ -110,6 +111,26 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                           if CONF.libvirt.live_migration_with_native_tls
                           else None),
             client_dn=CONF.puma.memory_server_client_dn or None)
+
+    def puma_supervise_memory_servers(self):
+        """Check this host's memory servers now and periodically."""
+        if not CONF.puma.memory_server_check_interval:
+            return
+        self._puma_stop.clear()
+        self._puma_supervisor = threading.Thread(
+            target=self._puma_supervise_loop, name='puma-memory-servers',
+            daemon=True)
+        self._puma_supervisor.start()
+
+    def _puma_supervise_loop(self):
+        interval = CONF.puma.memory_server_check_interval
+        while True:
+            try:
+                self._puma_memory_servers.check()
+            except Exception:
+                LOG.exception('Puma: checking the memory servers failed')
+            if self._puma_stop.wait(interval):
+                return
 
     def init_host(self, host):
         super().init_host(host)
@@ -130,6 +151,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             [manager.PumaComputeEndpoint(self)])
         self._puma_rpc_server.start()
         self._puma_stop.clear()
+        self.puma_supervise_memory_servers()
         if CONF.puma.report_interval:
             self._puma_reporter = threading.Thread(
                 target=self._puma_report_loop, name='puma-report',
@@ -153,10 +175,12 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._puma_rpc_server = None
         if self._puma_guest_pairs is not None:
             self._puma_guest_pairs.changed.set()
-        for thread in (self._puma_reporter, self._puma_guest_teller):
+        for thread in (self._puma_reporter, self._puma_guest_teller,
+                       self._puma_supervisor):
             if thread is not None:
                 thread.join(CONF.puma.rpc_timeout)
         self._puma_reporter = self._puma_guest_teller = None
+        self._puma_supervisor = None
         super().cleanup_host(host)
 
     def _puma_report_loop(self):

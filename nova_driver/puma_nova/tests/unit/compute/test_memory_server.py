@@ -12,6 +12,7 @@
 
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -93,10 +94,13 @@ class MemoryServersTest(testtools.TestCase):
 
     def test_reused_pid_is_left_alone(self):
         # A state file naming a pid (this test process) that runs
-        # something else: it is forgotten, and of course not signalled.
+        # something else: never signalled; the record stays for check().
         self.useFixture(fixtures.MonkeyPatch(
             'puma_nova.compute.memory_server._cmdline',
             lambda pid: ['sleep', '100']))
+        kills = []
+        self.useFixture(fixtures.MonkeyPatch(
+            'os.kill', lambda pid, sig: kills.append((pid, sig))))
         state = os.path.join(self.dir, 'state', memory_server.STATE_FILE)
         os.makedirs(os.path.dirname(state), exist_ok=True)
         with open(state, 'w') as f:
@@ -104,8 +108,115 @@ class MemoryServersTest(testtools.TestCase):
                                   'port': self.port_min,
                                   'size_mb': 64}}, f)
         servers = self._servers()
+        self.assertEqual(['inst-1'], list(servers.list()))
+        self.assertTrue(servers.stop('inst-1'))
+        self.assertEqual([], [k for k in kills if k[1] != 0])
         self.assertEqual({}, servers.list())
-        self.assertFalse(servers.stop('inst-1'))
+
+    # Supervision (check) ---------------------------------------------
+
+    def _kill(self, uuid):
+        pid = self.servers.list()[uuid]['pid']
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(200):
+            if not memory_server._alive(pid):
+                return pid
+            time.sleep(0.05)
+        self.fail('pid %d still alive' % pid)
+
+    def _listens(self, port):
+        with socket.create_connection(('127.0.0.1', port), timeout=5):
+            return True
+
+    def test_check_leaves_running_servers_alone(self):
+        self.servers.start('inst-1', 64)
+        before = self.servers.list()
+        self.assertEqual({}, self.servers.check())
+        self.assertEqual(before, self.servers.list())
+        self.assertNotIn('restarts', before['inst-1'])
+
+    def test_check_starts_a_killed_server_again_on_its_port(self):
+        uri = self.servers.start('inst-1', 64)
+        self.servers.start('inst-2', 32)
+        other = self.servers.list()['inst-2']
+        old = self._kill('inst-1')
+        self.assertEqual({}, self.servers.check())
+        server = self.servers.list()['inst-1']
+        self.assertNotEqual(old, server['pid'])
+        self.assertTrue(memory_server._alive(server['pid']))
+        self.assertEqual((self.port_min, 64, 1),
+                         (server['port'], server['size_mb'],
+                          server['restarts']))
+        self.assertTrue(self._listens(self.port_min))
+        # Same URI for the instance's main host; the other server kept.
+        self.assertEqual(uri, self.servers.start('inst-1', 64))
+        self.assertEqual(other, self.servers.list()['inst-2'])
+        # Recorded: a restarted nova-compute knows the new pid.
+        self.assertEqual(server, self._servers().list()['inst-1'])
+        self.assertEqual(2, self._log('inst-1').count('double on'))
+        # Killed again: started again, counted.
+        self._kill('inst-1')
+        self.assertEqual({}, self.servers.check())
+        self.assertEqual(2, self.servers.list()['inst-1']['restarts'])
+
+    def test_check_after_nova_compute_restart(self):
+        # Servers that died while nova-compute was down (or with the
+        # host) are not forgotten: the new nova-compute starts them.
+        self.servers.start('inst-1', 64)
+        old = self._kill('inst-1')
+        again = self._servers()
+        self.assertEqual(old, again.list()['inst-1']['pid'])
+        self.assertEqual({}, again.check())
+        self.assertNotEqual(old, again.list()['inst-1']['pid'])
+        self.assertTrue(self._listens(self.port_min))
+        self.assertTrue(again.stop('inst-1'))
+        self.assertEqual({}, self.servers.check())
+
+    def test_check_reports_a_taken_port_and_tries_again(self):
+        self.servers.start('inst-1', 64)
+        self._kill('inst-1')
+        squatter = socket.socket()
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(('127.0.0.1', self.port_min))
+        squatter.listen(1)
+        failed = self.servers.check()
+        squatter.close()
+        self.assertEqual(['inst-1'], list(failed))
+        self.assertIn('port 127.0.0.1:%d is taken by another process'
+                      % self.port_min, failed['inst-1'])
+        self.assertEqual({}, self.servers.check())
+        self.assertEqual(1, self.servers.list()['inst-1']['restarts'])
+        self.assertTrue(self._listens(self.port_min))
+
+    def test_check_keeps_tls_and_the_admitted_clients(self):
+        certs = os.path.join(self.dir, 'pki')
+        os.mkdir(certs)
+        self._stop_all()
+        self.servers = self._servers(tls_x509_dir=certs,
+                                     client_dn='CN={host}')
+        self.servers.start('inst-1', 64, ['src', 'dst'])
+        authz = self._authz('inst-1')
+        self._kill('inst-1')
+        self.assertEqual({}, self.servers.check())
+        log = [line for line in self._log('inst-1').splitlines()
+               if 'double on' in line]
+        self.assertEqual(2, len(log))
+        self.assertIn('TLS tls0 authz auth0 with tls-creds-x509,', log[1])
+        self.assertEqual(log[0], log[1])
+        self.assertEqual(authz, self._authz('inst-1'))
+        self.assertEqual(['dst', 'src'],
+                         self.servers.list()['inst-1']['clients'])
+
+    def test_check_refuses_tls_the_host_no_longer_has(self):
+        certs = os.path.join(self.dir, 'pki')
+        os.mkdir(certs)
+        self._stop_all()
+        self.servers = self._servers(tls_x509_dir=certs)
+        self.servers.start('inst-1', 64)
+        self._kill('inst-1')
+        plain = self._servers()
+        failed = plain.check()
+        self.assertIn('configured without it', failed['inst-1'])
 
     def test_unreadable_state_is_kept(self):
         state = os.path.join(self.dir, 'state', memory_server.STATE_FILE)
