@@ -39,8 +39,13 @@ def start(cloud, hosts):
         conf = cloud.path('host-%s' % h.name, 'puma-exporter.conf')
         os.makedirs(os.path.dirname(conf), exist_ok=True)
         with open(conf, 'w') as f:
+            # nova-compute's memory server state, in the host's own
+            # instances folder (which its libvirtd's namespace mounts at
+            # the shared instances_path).
             f.write(prometheus.exporter_conf(
-                h.addr, h.uri, guest_agent_timeout=GUEST_AGENT_TIMEOUT))
+                h.addr, h.uri, guest_agent_timeout=GUEST_AGENT_TIMEOUT,
+                memory_server_state_dir=cloud.path(
+                    'host-%s' % h.name, 'nova', 'instances', 'puma')))
         cloud.spawn('puma-exporter-%s' % h.name,
                     [nova_compute.python(), '-m', 'puma_nova.cmd.exporter',
                      '--config-file', conf], ns=h.ns, env=env)

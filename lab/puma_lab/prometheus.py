@@ -30,15 +30,17 @@ RULES = os.path.join(paths.TOP, 'nova_driver', 'etc', 'prometheus',
 
 
 def exporter_conf(addr, libvirt_uri, monitor_details=False,
-                  guest_agent_timeout=None):
+                  guest_agent_timeout=None, memory_server_state_dir=''):
     """puma-exporter's config file: its /metrics on ADDR.
 
-    With GUEST_AGENT_TIMEOUT (seconds), the guest agent option on.
+    With GUEST_AGENT_TIMEOUT (seconds), the guest agent option on; with
+    MEMORY_SERVER_STATE_DIR, the memory servers nova-compute runs there.
     """
     text = ('[puma_exporter]\nlisten_address = %s\nport = %d\n'
             'libvirt_uri = %s\nmonitor_details = %s\n'
+            'memory_server_state_dir = %s\n'
             % (addr, EXPORTER_PORT, libvirt_uri,
-               str(monitor_details).lower()))
+               str(monitor_details).lower(), memory_server_state_dir))
     if guest_agent_timeout:
         text += 'guest_agent = true\nguest_agent_timeout = %d\n' % \
             guest_agent_timeout

@@ -35,6 +35,7 @@ import pytest
 
 from puma_lab import cloud as cloud_mod
 from puma_lab import cloud_checks as cc
+from puma_lab import cloud_monitoring
 from puma_lab import errors
 from puma_lab import tempest
 
@@ -250,6 +251,17 @@ def test_split_migration_through_the_api(cloud, small_b):
     # Every page of the working set came back right from b or from c.
     rounds = cc.verified(cloud, 'vm2', after=rounds)
     cc.placement_audit(cloud)
+    # c's puma-exporter shows the memory server it runs for the server,
+    # up and holding pages, never restarted (Prometheus of the cloud).
+    srv = '{uuid="%s"}' % uuid
+    for expr in ('puma_memory_server_up%s == 1' % srv,
+                 'puma_memory_server_resident_bytes%s > 0' % srv,
+                 'puma_memory_server_limit_bytes%s > 0' % srv,
+                 'puma_memory_server_restarts_total%s == 0' % srv):
+        (labels, value), = cloud_monitoring.wait_query(cloud, expr)
+        assert labels['instance'].startswith(
+            cloud.state['hosts']['c']['addr'] + ':'), labels
+        print(expr, value)
 
     # A second move, back to a, which has room: b's QEMU pages the
     # remote memory in, then migrates it whole; the split is over, and

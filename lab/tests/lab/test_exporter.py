@@ -20,7 +20,8 @@ WSS_MB = 160
 RATE = 32
 LIMIT = 128 << 20
 ALERTS = {'PumaSplitPaused', 'PumaSplitMirrorDegraded',
-          'PumaMemoryServerDown', 'PumaExporterErrors', 'PumaLenderThrashing'}
+          'PumaMemoryServerDown', 'PumaExporterErrors', 'PumaLenderThrashing',
+          'PumaMemoryServerRestarted'}
 
 
 def test_prometheus_sees_a_split_vm_and_its_lost_server(lab, require):

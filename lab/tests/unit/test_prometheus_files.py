@@ -37,7 +37,7 @@ def check(promtool, path):
 
 
 def test_alert_rules(promtool):
-    assert 'SUCCESS: 5 rules found' in check(promtool, ALERTS)
+    assert 'SUCCESS: 6 rules found' in check(promtool, ALERTS)
 
 
 def test_dashboard_queries(promtool, tmp_path):
@@ -58,5 +58,6 @@ def test_dashboard_queries(promtool, tmp_path):
                  'puma_shoot4u_hypercalls_total',
                  'puma_exporter_errors_total', 'puma_lending_hits_total',
                  'puma_lending_remote_bytes', 'puma_lending_hosted_bytes',
-                 'puma_host_page_merging_saved_bytes'):
+                 'puma_host_page_merging_saved_bytes',
+                 'puma_memory_server_resident_bytes'):
         assert any(name in e for e in exprs), name

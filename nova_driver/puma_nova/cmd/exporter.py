@@ -18,6 +18,7 @@ libvirtd on every scrape (puma_nova.exporter).  It stops on SIGTERM or
 SIGINT.
 """
 
+import functools
 import signal
 import sys
 import threading
@@ -26,6 +27,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import prometheus_client
 
+from puma_nova.compute import memory_server
 from puma_nova.conf import exporter as exporter_conf
 from puma_nova.exporter import collector
 from puma_nova.exporter import source
@@ -44,10 +46,14 @@ def serve(conf):
         raise SystemExit('puma-exporter: tls_client_ca_file needs '
                          'tls_cert_file and tls_key_file')
     registry = prometheus_client.CollectorRegistry()
+    servers = None
+    if opts.memory_server_state_dir:
+        servers = functools.partial(memory_server.read_servers,
+                                    opts.memory_server_state_dir)
     registry.register(collector.PumaCollector(source.LibvirtSource(
         opts.libvirt_uri, monitor_details=opts.monitor_details,
         guest_agent_timeout=(opts.guest_agent_timeout if opts.guest_agent
-                             else None))))
+                             else None)), memory_servers=servers))
     tls = {}
     if opts.tls_cert_file:
         tls = {'certfile': opts.tls_cert_file, 'keyfile': opts.tls_key_file}

@@ -77,6 +77,46 @@ def _cmdline(pid):
         return []
 
 
+def _resident_bytes(pid):
+    with open('/proc/%d/statm' % pid) as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+
+
+def read_servers(state_dir):
+    """The memory servers of a host, as another process sees them.
+
+    For puma-exporter: read-only, from nova-compute's state file in
+    STATE_DIR. Returns {instance uuid: {'port', 'size_mb', 'tls',
+    'restarts', 'up', 'resident_bytes'}}: ``up`` when the recorded pid
+    runs a server that listens on the recorded port, ``resident_bytes``
+    its resident memory (the pages it holds, and its own), 0 when down.
+    Nothing when the file is missing (not a sub host yet).
+    """
+    try:
+        with open(os.path.join(state_dir, STATE_FILE)) as f:
+            servers = json.load(f)
+    except FileNotFoundError:
+        return {}
+    found = {}
+    for instance_uuid, server in servers.items():
+        pid, port = server['pid'], server['port']
+        args = _cmdline(pid) if _alive(pid) else []
+        up = '--listen' in args and any(
+            a.endswith(':%d' % port) for a in args)
+        resident = 0
+        if up:
+            try:
+                resident = _resident_bytes(pid)
+            except (OSError, ValueError, IndexError):
+                up = False
+        found[instance_uuid] = {
+            'port': port, 'size_mb': server['size_mb'],
+            'tls': server.get('tls', False),
+            'restarts': server.get('restarts', 0), 'up': up,
+            'resident_bytes': resident}
+    return found
+
+
 class MemoryServers(object):
 
     def __init__(self, state_dir, binary, address, port_min, port_max,

@@ -21,7 +21,8 @@ GROUP = cfg.OptGroup(
 puma-exporter serves Prometheus metrics of this compute host's VMs: split
 migration (memory here, on memory servers, unused; page-ins and
 page-outs; pager and memory-server state), Shoot4U hypercalls, running
-migrations and, with guest_agent, cache lending.  It runs beside
+migrations, the memory servers this host runs for split instances of
+other hosts and, with guest_agent, cache lending.  It runs beside
 nova-compute, as its own process.
 """)
 
@@ -53,6 +54,13 @@ OPTS = [
     cfg.IntOpt('guest_agent_timeout', default=2, min=1,
                help='Seconds a guest agent may take to answer a request of '
                     'the exporter.'),
+    cfg.StrOpt(
+        'memory_server_state_dir', default='/var/lib/nova/instances/puma',
+        help='Where nova-compute keeps the state of the memory servers it '
+             'runs on this host (the puma folder of Nova\'s '
+             'instances_path). Their up state, size, resident memory and '
+             'restarts are exported from it; nothing while it has no '
+             'state file. Empty: not exported.'),
     cfg.StrOpt('tls_cert_file',
                help='Serve /metrics over HTTPS with this certificate (PEM; '
                     'with tls_key_file).'),

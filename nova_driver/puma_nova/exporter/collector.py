@@ -200,17 +200,60 @@ def _add_lending(f, labels, counters):
                 labels + [name[len('lend_drop_'):]], value)
 
 
+def _server_families():
+    g = core.GaugeMetricFamily
+    labels = ['uuid']
+    return {
+        'up': g('puma_memory_server_up',
+                'Whether the memory server this host runs for a split '
+                'instance (of another host) is up.', labels=labels),
+        'limit': g('puma_memory_server_limit_bytes',
+                   'Memory the memory server of an instance may hold.',
+                   labels=labels),
+        'resident': g('puma_memory_server_resident_bytes',
+                      'Resident memory of the memory server of an '
+                      'instance: the pages it holds, and its own.',
+                      labels=labels),
+        'restarts': core.CounterMetricFamily(
+            'puma_memory_server_restarts',
+            'Times nova-compute started the memory server of an instance '
+            'again, empty, after it was gone.', labels=labels),
+    }
+
+
 class PumaCollector(object):
     """Collects from SOURCE on every scrape (prometheus_client collector)."""
 
-    def __init__(self, source):
+    def __init__(self, source, memory_servers=None):
+        """Collects from SOURCE (the VMs) and MEMORY_SERVERS.
+
+        :param memory_servers: None, or a callable that returns the memory
+            servers of this host as memory_server.read_servers() does.
+        """
         self.source = source
+        self.memory_servers = memory_servers
         self.errors = 0
         self.agent_errors = 0
 
     def describe(self):
         # The families' samples depend on the VMs of the moment.
         return []
+
+    def _memory_servers(self):
+        try:
+            servers = self.memory_servers()
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            LOG.debug('No memory server figures: %s', e)
+            self.errors += 1
+            return
+        f = _server_families()
+        for instance_uuid, server in sorted(servers.items()):
+            labels = [instance_uuid]
+            f['up'].add_metric(labels, 1 if server['up'] else 0)
+            f['limit'].add_metric(labels, server['size_mb'] << 20)
+            f['resident'].add_metric(labels, server['resident_bytes'])
+            f['restarts'].add_metric(labels, server['restarts'])
+        yield from f.values()
 
     def collect(self):
         f = _families()
@@ -250,6 +293,8 @@ class PumaCollector(object):
             if counters is not None:
                 _add_lending(f, labels, counters)
         yield from f.values()
+        if self.memory_servers is not None:
+            yield from self._memory_servers()
         try:
             merged = ksm.saved_bytes()
         except (OSError, ValueError) as e:

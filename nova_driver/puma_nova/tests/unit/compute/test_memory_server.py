@@ -207,6 +207,26 @@ class MemoryServersTest(testtools.TestCase):
         self.assertEqual(['dst', 'src'],
                          self.servers.list()['inst-1']['clients'])
 
+    def test_read_servers_as_the_exporter_does(self):
+        state = os.path.join(self.dir, 'state')
+        self.assertEqual({}, memory_server.read_servers(
+            os.path.join(self.dir, 'none')))
+        self.servers.start('inst-1', 64)
+        self.servers.start('inst-2', 32)
+        self._kill('inst-2')
+        found = memory_server.read_servers(state)
+        self.assertTrue(found['inst-1']['up'])
+        self.assertGreater(found['inst-1']['resident_bytes'], 0)
+        self.assertEqual((self.port_min, 64, False, 0),
+                         tuple(found['inst-1'][k] for k in
+                               ('port', 'size_mb', 'tls', 'restarts')))
+        self.assertEqual((False, 0), (found['inst-2']['up'],
+                                      found['inst-2']['resident_bytes']))
+        self.servers.check()
+        found = memory_server.read_servers(state)
+        self.assertEqual((True, 1), (found['inst-2']['up'],
+                                     found['inst-2']['restarts']))
+
     def test_check_refuses_tls_the_host_no_longer_has(self):
         certs = os.path.join(self.dir, 'pki')
         os.mkdir(certs)

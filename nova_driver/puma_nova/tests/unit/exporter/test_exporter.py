@@ -133,9 +133,9 @@ class FakeSource(object):
         return self.vms
 
 
-def scrape(src):
+def scrape(src, memory_servers=None):
     reg = prom_registry.CollectorRegistry()
-    reg.register(collector.PumaCollector(src))
+    reg.register(collector.PumaCollector(src, memory_servers))
     text = prometheus_client.generate_latest(reg).decode()
     samples = {}
     for family in parser.text_string_to_metric_families(text):
@@ -174,6 +174,36 @@ class CollectorTest(testtools.TestCase):
         samples, text = scrape(FakeSource([]))
         self.assertNotIn('puma_host_page_merging_saved_bytes', text)
         self.assertEqual(1, samples[('puma_exporter_errors_total', ())])
+
+    def test_memory_servers_of_this_host(self):
+        servers = {
+            'u7': {'port': 7900, 'size_mb': 384, 'tls': True, 'restarts': 2,
+                   'up': True, 'resident_bytes': 300 << 20},
+            'u8': {'port': 7901, 'size_mb': 64, 'tls': False, 'restarts': 0,
+                   'up': False, 'resident_bytes': 0}}
+        samples, text = scrape(FakeSource([]), lambda: servers)
+        u7, u8 = (('uuid', 'u7'),), (('uuid', 'u8'),)
+        self.assertEqual(1, samples[('puma_memory_server_up', u7)])
+        self.assertEqual(0, samples[('puma_memory_server_up', u8)])
+        self.assertEqual(384 << 20,
+                         samples[('puma_memory_server_limit_bytes', u7)])
+        self.assertEqual(300 << 20,
+                         samples[('puma_memory_server_resident_bytes', u7)])
+        self.assertEqual(2, samples[('puma_memory_server_restarts_total',
+                                     u7)])
+        self.assertEqual(0, samples[('puma_memory_server_restarts_total',
+                                     u8)])
+        self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
+
+    def test_memory_servers_unreadable_or_not_asked(self):
+        def broken():
+            raise ValueError('not JSON')
+        samples, text = scrape(FakeSource([]), broken)
+        self.assertNotIn('puma_memory_server_up', text)
+        self.assertEqual(1, samples[('puma_exporter_errors_total', ())])
+        samples, text = scrape(FakeSource([]))
+        self.assertNotIn('puma_memory_server', text)
+        self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
 
     def test_split_vm_from_libvirt_statistics_only(self):
         monitor = FakeMonitor()
