@@ -336,3 +336,40 @@ def test_a_silent_agent_of_a_guest_that_died_names_the_death(tmp_path):
                        match='died: ".*PANIC: double fault') as e:
         g.run('tlbstorm -n 300')
     assert not isinstance(e.value, kernel_host.MachineFault)
+
+
+# The console of CI 2026-11-29's 6.1 guest (tlbstorm, native run).
+DOUBLE_FAULT = (
+    '[   42.704623] traps: PANIC: double fault, error_code: 0x0\n'
+    '[   42.706597] double fault: 0000 [#1] PREEMPT SMP NOPTI\n'
+    '[   42.707145] CPU: 1 PID: 154 Comm: tlbstorm Not tainted '
+    '6.1.0-56-amd64 #1  Debian 6.1.192-2\n'
+    '[   42.707461] RIP: 0010:%s/0x29\n'
+    '[   42.724455] Code: cc cc cc <0f> 01 f8 65 48 89 24 25 14 60 00 00\n'
+    '[   42.724659] RSP: 0018:00007f50185ad0a0 EFLAGS: %s\n'
+    '[   42.725818] PKRU: 55555554\n'
+    '[   46.746493] Kernel panic - not syncing: Fatal exception in '
+    'interrupt\n')
+
+
+def test_a_double_fault_at_syscall_entry_with_if_clear_is_the_machines(
+        tmp_path):
+    died = DOUBLE_FAULT % ('entry_SYSCALL_64+0x0', '00000002')
+    g = guest(tmp_path, BOOT + died)
+    assert 'double fault at entry_SYSCALL_64+0x0 with interrupts off ' \
+        '(EFLAGS 2)' in g.machine_fault()
+    with pytest.raises(kernel_host.MachineFault, match='x86 delivers none'):
+        g.run('true')
+
+
+@pytest.mark.parametrize('rip,eflags', [
+    ('entry_SYSCALL_64+0x0', '00000202'),    # IF set: not that case
+    ('entry_SYSCALL_64+0x3', '00000002'),    # after SWAPGS
+    ('asm_exc_page_fault+0x0', '00000002'),
+])
+def test_other_double_faults_are_the_guests(tmp_path, rip, eflags):
+    g = guest(tmp_path, BOOT + DOUBLE_FAULT % (rip, eflags))
+    assert g.machine_fault() is None
+    with pytest.raises(errors.LabError, match='died: ".*PANIC: double') as e:
+        g.run('true')
+    assert not isinstance(e.value, kernel_host.MachineFault)
