@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: Apache-2.0
+"""lab/bench ksm's reading of KSM's counters and its figures."""
+
+from puma_lab import ksm_stats
+
+SAMPLE = ('pages_shared 120\npages_sharing 3400\npages_unshared 9\n'
+          'full_scans 2\nksm_zero_pages 0\ngeneral_profit 13000000\n'
+          'pages_to_scan 1000\nksmd_ticks 250\nclk_tck 100\n')
+
+
+def test_parse_sample():
+    s = ksm_stats.parse_sample(SAMPLE, 12.5)
+    assert s['t'] == 12.5 and s['pages_sharing'] == 3400
+    assert s['full_scans'] == 2 and s['ksmd_cpu_s'] == 2.5
+    assert 'clk_tck' not in s and 'ksmd_ticks' not in s
+
+
+def test_parse_sample_of_a_kernel_without_some_counters():
+    s = ksm_stats.parse_sample('pages_sharing 5\nksmd_ticks 10\n'
+                               'clk_tck 100\n', 0)
+    assert s == {'t': 0, 'pages_sharing': 5, 'ksmd_cpu_s': 0.1}
+
+
+def _samples(sharing, scans, cpu):
+    return [{'t': 10.0 * i, 'pages_sharing': p, 'full_scans': s,
+             'ksmd_cpu_s': c, 'pages_shared': p // 10}
+            for i, (p, s, c) in enumerate(zip(sharing, scans, cpu))]
+
+
+def test_settled_needs_two_scans_and_no_growth():
+    flat_early = _samples([0, 900, 1000, 1000, 1000], [0, 0, 1, 1, 1],
+                          [0, 1, 2, 3, 4])
+    assert not ksm_stats.settled(flat_early)          # one scan only
+    done = _samples([0, 900, 1000, 1000, 1000, 1005], [0, 1, 2, 3, 3, 4],
+                    [0, 1, 2, 3, 4, 5])
+    assert ksm_stats.settled(done)
+    growing = _samples([0, 500, 700, 900, 1000], [0, 1, 2, 3, 4],
+                       [0, 1, 2, 3, 4])
+    assert not ksm_stats.settled(growing)
+
+
+def test_summary():
+    s = ksm_stats.summary(_samples([0, 500, 950, 1000], [0, 1, 2, 3],
+                                   [1.0, 2.0, 3.0, 5.0]))
+    assert s['pages_sharing'] == 1000 and s['t90_s'] == 20.0
+    assert s['ksmd_cpu_s'] == 4.0 and s['cpu_ms_per_page'] == 4.0
+    assert s['full_scans'] == 3 and s['duration_s'] == 30.0
+    assert s['sharing_at_cpu'] == [(0.0, 0), (1.0, 500), (2.0, 950),
+                                   (4.0, 1000)]
+    assert ksm_stats.sharing_at(s['sharing_at_cpu'], 1.5) == 500
+    assert ksm_stats.sharing_at(s['sharing_at_cpu'], 9) == 1000
+
+
+def test_summary_of_nothing_merged():
+    s = ksm_stats.summary(_samples([0, 0], [0, 1], [0, 1]))
+    assert s['pages_sharing'] == 0 and s['t90_s'] is None
+    assert s['cpu_ms_per_page'] is None
