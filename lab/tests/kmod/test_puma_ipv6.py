@@ -108,9 +108,11 @@ def test_pair_over_link_local_ipv6(lab, kernel, tmp_path):
                  '/mnt/host/pumactl set seq_filter 0')
     assert borrower.run('sha256sum /mnt/data/f').out.split()[0] == want
     borrower.run('sync && echo 1 > /proc/sys/vm/drop_caches')
-    tp.settle_puts(lender, borrower)
+    b, lent = tp.settle_puts(lender, borrower)
     fs = tp.fs_stats(borrower, '/mnt/data')
-    assert fs.get('puts', 0) >= FILE_MB * 256 * 0.9, fs
+    # With both sides' counters: CI of 2026-11-29 08:15 put 1819 of the
+    # 2048 pages once (6.12), and only the file system's were printed.
+    assert fs.get('puts', 0) >= FILE_MB * 256 * 0.9, (fs, b, lent)
     assert borrower.run('sha256sum /mnt/data/f').out.split()[0] == want
     fs2 = tp.fs_stats(borrower, '/mnt/data')
     assert fs2['hits'] - fs['hits'] >= FILE_MB * 256 * 0.9, fs2
