@@ -9,7 +9,7 @@ the kernel host (``SAMPLE_SCRIPT``, whose output ``parse_sample`` reads);
 # Counters read at each sample; those a kernel lacks read as absent.
 COUNTERS = ('pages_shared', 'pages_sharing', 'pages_unshared',
             'full_scans', 'ksm_zero_pages', 'general_profit',
-            'pages_to_scan')
+            'pages_to_scan', 'pages_skipped')
 
 # Prints "name value" lines: the counters, then ksmd's CPU time in clock
 # ticks (utime + stime, fields 14 and 15 of its stat) and the tick rate.
