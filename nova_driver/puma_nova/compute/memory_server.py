@@ -77,6 +77,22 @@ def _cmdline(pid):
         return []
 
 
+def _serves(pid, port, address=None):
+    """Whether PID runs a memory server that listens on ADDRESS:PORT.
+
+    Without ADDRESS (a reader that does not know it), on any address.
+    After a reboot a recorded pid may belong to another process.
+    """
+    if not _alive(pid):
+        return False
+    args = _cmdline(pid)
+    if '--listen' not in args:
+        return False
+    if address is not None:
+        return '%s:%d' % (address, port) in args
+    return any(a.endswith(':%d' % port) for a in args)
+
+
 def _resident_bytes(pid):
     with open('/proc/%d/statm' % pid) as f:
         return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
@@ -100,9 +116,7 @@ def read_servers(state_dir):
     found = {}
     for instance_uuid, server in servers.items():
         pid, port = server['pid'], server['port']
-        args = _cmdline(pid) if _alive(pid) else []
-        up = '--listen' in args and any(
-            a.endswith(':%d' % port) for a in args)
+        up = _serves(pid, port)
         resident = 0
         if up:
             try:
@@ -168,11 +182,7 @@ class MemoryServers(object):
         After a reboot the pid may belong to another process: never
         signal a process that does not listen where ours did.
         """
-        if not _alive(server['pid']):
-            return False
-        args = _cmdline(server['pid'])
-        listen = '%s:%d' % (self._address, server['port'])
-        return '--listen' in args and listen in args
+        return _serves(server['pid'], server['port'], self._address)
 
     def _save(self):
         tmp = self._state_path + '.tmp'
