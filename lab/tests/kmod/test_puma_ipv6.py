@@ -64,9 +64,9 @@ def test_pair_over_link_local_ipv6(lab, kernel, tmp_path):
     borrower.run(kmod.CRYPTO_LOAD)
     # Put buffers for every page drop_caches evicts at once, the root file
     # system's too: in CI on 2026-11-29 (4096 buffers) 229 of the file's
-    # 2048 pages were not put while the borrower put 4170 pages in all,
-    # most likely dropped for want of a buffer (drop_no_buffer was cut
-    # from the printed counters; all three are printed in full now).
+    # 2048 pages were not put while the borrower put 4170 pages in all.
+    # Run here with 4096 buffers and both cores busy beside it, 65 of the
+    # file's pages were not put and drop_no_buffer was 65.
     borrower.run('insmod /mnt/host/puma.ko put_buffers=8192')
     # The lender's default key is another one: only the pair's key for
     # the borrower's link-local address on this link lets it in.
