@@ -33,6 +33,15 @@ server holding fewer pages than it should and marks every copy there
 stale): a mirrored instance copies its remote pages onto it from the
 other server and is redundant again; an unmirrored one stays paused,
 its remote memory lost with the server.
+
+With a watchdog timeout, each server also gets a notify socket in the
+state directory (``NOTIFY_SOCKET``, ``WATCHDOG_USEC``: the protocol of
+systemd's ``WatchdogSec=``, service_notify.py), on which its main loop
+says ``WATCHDOG=1`` every half of the timeout. A server that is alive but
+silent for longer (its main loop hung, the process stopped) serves no
+one: ``check()`` kills it and starts it again as one that is gone. Only
+servers that have said ``WATCHDOG=1`` once are held to it (a binary that
+does not speak the protocol is never killed for its silence).
 """
 
 import errno
@@ -46,6 +55,8 @@ import time
 
 from oslo_log import log as logging
 from oslo_utils import fileutils
+
+from puma_nova.compute import service_notify
 
 LOG = logging.getLogger(__name__)
 
@@ -103,9 +114,10 @@ def read_servers(state_dir):
 
     For puma-exporter: read-only, from nova-compute's state file in
     STATE_DIR. Returns {instance uuid: {'port', 'size_mb', 'tls',
-    'restarts', 'up', 'resident_bytes'}}: ``up`` when the recorded pid
-    runs a server that listens on the recorded port, ``resident_bytes``
-    its resident memory (the pages it holds, and its own), 0 when down.
+    'restarts', 'hangs', 'up', 'resident_bytes'}}: ``up`` when the
+    recorded pid runs a server that listens on the recorded port,
+    ``resident_bytes`` its resident memory (the pages it holds, and its
+    own), 0 when down.
     Nothing when the file is missing (not a sub host yet).
     """
     try:
@@ -126,7 +138,8 @@ def read_servers(state_dir):
         found[instance_uuid] = {
             'port': port, 'size_mb': server['size_mb'],
             'tls': server.get('tls', False),
-            'restarts': server.get('restarts', 0), 'up': up,
+            'restarts': server.get('restarts', 0),
+            'hangs': server.get('hangs', 0), 'up': up,
             'resident_bytes': resident}
     return found
 
@@ -134,10 +147,21 @@ def read_servers(state_dir):
 class MemoryServers(object):
 
     def __init__(self, state_dir, binary, address, port_min, port_max,
-                 ready_timeout=10.0, tls_x509_dir=None, client_dn=None):
+                 ready_timeout=10.0, tls_x509_dir=None, client_dn=None,
+                 watchdog_timeout=0):
         if port_min > port_max:
             raise MemoryServerError('memory server port range %d-%d is '
                                     'empty' % (port_min, port_max))
+        self._watchdog_timeout = watchdog_timeout
+        if watchdog_timeout and len(os.fsencode(self._notify_path_in(
+                state_dir, '0' * 36))) > service_notify.MAX_PATH_BYTES:
+            raise MemoryServerError(
+                'memory server state directory %r is too long for the '
+                'notify sockets of the memory servers\' watchdog (at most '
+                '%d bytes with the socket name): use a shorter '
+                'instances_path, or set [puma] '
+                'memory_server_watchdog_timeout = 0'
+                % (state_dir, service_notify.MAX_PATH_BYTES))
         self._tls_x509_dir = tls_x509_dir
         # e.g. 'CN={host}': the name of a host's client certificate.
         self._client_dn = client_dn
@@ -148,8 +172,17 @@ class MemoryServers(object):
         self._ready_timeout = ready_timeout
         self._lock = threading.Lock()
         self._children = {}
+        # Watchdog: instance uuid -> its NotifySocket, and when its
+        # server last said WATCHDOG=1 (monotonic).
+        self._notify = {}
+        self._last_ping = {}
         fileutils.ensure_tree(state_dir)
         self._servers = self._load()
+        if watchdog_timeout:
+            # Servers started before this process find their socket again
+            # (the same path), with a whole timeout to say WATCHDOG=1.
+            for instance_uuid in sorted(self._servers):
+                self._open_notify(instance_uuid)
 
     @property
     def _state_path(self):
@@ -189,6 +222,53 @@ class MemoryServers(object):
         with open(tmp, 'w') as f:
             json.dump(self._servers, f, indent=1, sort_keys=True)
         os.replace(tmp, self._state_path)
+
+    @staticmethod
+    def _notify_path_in(state_dir, instance_uuid):
+        return os.path.join(state_dir,
+                            'memory-server-%s.notify' % instance_uuid)
+
+    def _open_notify(self, instance_uuid):
+        """The watchdog socket of an instance's server, bound anew."""
+        sock = self._notify.pop(instance_uuid, None)
+        if sock is not None:
+            sock.close()
+        try:
+            self._notify[instance_uuid] = service_notify.NotifySocket(
+                self._notify_path_in(self._state_dir, instance_uuid))
+        except OSError as e:
+            raise MemoryServerError('cannot make the watchdog socket of '
+                                    'the memory server of %s: %s'
+                                    % (instance_uuid, e))
+        self._last_ping[instance_uuid] = time.monotonic()
+
+    def _close_notify(self, instance_uuid):
+        sock = self._notify.pop(instance_uuid, None)
+        if sock is not None:
+            sock.close()
+        self._last_ping.pop(instance_uuid, None)
+
+    def _hung(self, instance_uuid, server):
+        """Whether a running server's watchdog expired.
+
+        Reads what it said since the last check; only its own pid's
+        WATCHDOG=1 counts. Marks a server that said it as one that
+        speaks the protocol (recorded, so that a restarted nova-compute
+        holds it to it too).
+        """
+        sock = self._notify.get(instance_uuid)
+        if sock is None:
+            return False
+        now = time.monotonic()
+        for pid, fields in sock.receive():
+            if pid == server['pid'] and fields.get('WATCHDOG') == '1':
+                self._last_ping[instance_uuid] = now
+                if not server.get('watchdog'):
+                    server['watchdog'] = True
+                    self._save()
+        silent = now - self._last_ping.get(instance_uuid, now)
+        return bool(server.get('watchdog') and
+                    silent > self._watchdog_timeout)
 
     def _uri(self, port):
         return 'tcp:%s:%d' % (self._address, port)
@@ -316,6 +396,7 @@ class MemoryServers(object):
             except MemoryServerError:
                 if admitted is not None:
                     os.unlink(self._authz_path(instance_uuid))
+                self._close_notify(instance_uuid)
                 raise
             self._children[instance_uuid] = child
             self._servers[instance_uuid] = {
@@ -350,6 +431,13 @@ class MemoryServers(object):
                         'authz-listfile,id=auth0,filename=%s,refresh=on'
                         % self._authz_path(instance_uuid),
                         '--tls-authz', 'auth0']
+        env = None
+        if self._watchdog_timeout:
+            self._open_notify(instance_uuid)
+            env = dict(os.environ,
+                       NOTIFY_SOCKET=self._notify[instance_uuid].path,
+                       WATCHDOG_USEC=str(int(self._watchdog_timeout * 1e6)))
+            env.pop('WATCHDOG_PID', None)
         LOG.info('Starting memory server for instance %s: %s',
                  instance_uuid, ' '.join(cmd))
         with open(log_path, 'ab') as log:
@@ -357,7 +445,7 @@ class MemoryServers(object):
                 child = subprocess.Popen(
                     cmd, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, start_new_session=True,
-                    close_fds=True)
+                    close_fds=True, env=env)
             except OSError as e:
                 raise MemoryServerError('cannot run %s: %s'
                                         % (self._binary, e))
@@ -372,19 +460,29 @@ class MemoryServers(object):
         return self._is_ours(server)
 
     def check(self):
-        """Start again, empty, every memory server that is gone.
+        """Start again, empty, every memory server that is gone or hung.
 
         Each on its port, with its size, TLS and admitted clients, so
-        that its clients reconnect to it. Returns {instance uuid: error}
-        for the servers that could not be started; the next check tries
-        them again.
+        that its clients reconnect to it. A hung one (its watchdog
+        expired) is killed first. Returns {instance uuid: error} for the
+        servers that could not be started; the next check tries them
+        again.
         """
         failed = {}
         with self._lock:
             changed = False
             for instance_uuid, server in sorted(self._servers.items()):
                 if self._running(instance_uuid, server):
-                    continue
+                    if not self._hung(instance_uuid, server):
+                        continue
+                    LOG.error('Memory server of instance %s (pid %d, port '
+                              '%d) is hung: no watchdog notification for '
+                              'over %s s; killing it',
+                              instance_uuid, server['pid'], server['port'],
+                              self._watchdog_timeout)
+                    self._kill_hung(instance_uuid, server)
+                    server['hangs'] = server.get('hangs', 0) + 1
+                    changed = True
                 self._children.pop(instance_uuid, None)
                 LOG.error('Memory server of instance %s (pid %d, port %d) '
                           'is gone: starting it again, empty; the '
@@ -413,6 +511,23 @@ class MemoryServers(object):
             if changed:
                 self._save()
         return failed
+
+    def _kill_hung(self, instance_uuid, server, timeout=10.0):
+        """SIGKILL a hung server (SIGTERM waits on its main loop)."""
+        child = self._children.get(instance_uuid)
+        try:
+            os.kill(server['pid'], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if child is not None:
+            try:
+                child.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+            return
+        deadline = time.monotonic() + timeout
+        while _alive(server['pid']) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def _kill(self, pid, child=None, timeout=5.0):
         try:
@@ -450,6 +565,7 @@ class MemoryServers(object):
                 LOG.warning('Memory server of instance %s (pid %d) is gone',
                             instance_uuid, server['pid'])
             self._save()
+            self._close_notify(instance_uuid)
             try:
                 os.unlink(self._authz_path(instance_uuid))
             except FileNotFoundError:

@@ -156,6 +156,20 @@ memory was lost with the server). Also checked when nova-compute starts.
 0 disables the checks.
 """),
     cfg.IntOpt(
+        'memory_server_watchdog_timeout',
+        default=30,
+        min=0,
+        help="""
+Seconds a memory server may go without a watchdog notification before it
+counts as hung. Each memory server gets a notify socket in the instances
+path (``NOTIFY_SOCKET`` and ``WATCHDOG_USEC``, the protocol of systemd's
+``WatchdogSec=``) and its main loop says ``WATCHDOG=1`` there every half
+of this. At a check (``memory_server_check_interval``) a server that has
+been silent for longer, while its process is still there, is killed and
+started again, empty, like one that is gone. Only a server that has sent
+one notification is held to it. 0 disables the watchdog.
+"""),
+    cfg.IntOpt(
         'lendable_max_mb',
         default=0,
         min=0,

@@ -218,6 +218,11 @@ def _server_families():
             'puma_memory_server_restarts',
             'Times nova-compute started the memory server of an instance '
             'again, empty, after it was gone.', labels=labels),
+        'hangs': core.CounterMetricFamily(
+            'puma_memory_server_hangs',
+            'Times nova-compute killed the memory server of an instance '
+            'as hung (silent past its watchdog timeout) before it started '
+            'it again.', labels=labels),
     }
 
 
@@ -253,6 +258,7 @@ class PumaCollector(object):
             f['limit'].add_metric(labels, server['size_mb'] << 20)
             f['resident'].add_metric(labels, server['resident_bytes'])
             f['restarts'].add_metric(labels, server['restarts'])
+            f['hangs'].add_metric(labels, server.get('hangs', 0))
         yield from f.values()
 
     def collect(self):

@@ -19,13 +19,29 @@ ignores), listens on the address
 and accepts connections until SIGTERM, so tests can exercise how the Puma
 driver runs and stops memory servers while the real daemon is not built.
 ``--fail`` makes it exit at once with an error, like a daemon that cannot
-start.
+start. With ``NOTIFY_SOCKET`` it says ``READY=1`` and then ``WATCHDOG=1``
+every half of ``WATCHDOG_USEC`` as the daemon does, unless
+``MEMORY_SERVER_DOUBLE_SILENT`` is set (a daemon that does not speak the
+protocol).
 """
 
 import argparse
+import os
 import signal
 import socket
 import sys
+import time
+
+
+def _notify(state):
+    path = os.environ.get('NOTIFY_SOCKET')
+    if not path or os.environ.get('MEMORY_SERVER_DOUBLE_SILENT'):
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        try:
+            s.sendto(state.encode(), path)
+        except OSError:
+            pass
 
 
 def main(argv=None):
@@ -51,8 +67,18 @@ def main(argv=None):
              ', TLS %s authz %s with %s' % (args.tls_creds, args.tls_authz,
                                             ' '.join(args.object))
              if args.tls_creds else ''), flush=True)
+    interval = int(os.environ.get('WATCHDOG_USEC', '0')) / 2e6 or None
+    _notify('READY=1\nSTATUS=listening')
+    last = 0
+    sock.settimeout(interval)
     while True:
-        conn, _ = sock.accept()
+        if interval and time.monotonic() - last >= interval:
+            _notify('WATCHDOG=1')
+            last = time.monotonic()
+        try:
+            conn, _ = sock.accept()
+        except socket.timeout:
+            continue
         conn.close()
 
 

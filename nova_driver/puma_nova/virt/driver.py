@@ -110,7 +110,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             tls_x509_dir=(CONF.puma.memory_server_tls_x509_dir
                           if CONF.libvirt.live_migration_with_native_tls
                           else None),
-            client_dn=CONF.puma.memory_server_client_dn or None)
+            client_dn=CONF.puma.memory_server_client_dn or None,
+            watchdog_timeout=(CONF.puma.memory_server_watchdog_timeout
+                              if CONF.puma.memory_server_check_interval
+                              else 0))
 
     def puma_supervise_memory_servers(self):
         """Check this host's memory servers now and periodically."""

@@ -33,7 +33,7 @@ def _free_port_range(n=4):
     return port, port + n - 1
 
 
-class MemoryServersTest(testtools.TestCase):
+class MemoryServersBase(testtools.TestCase):
     """Runs the memory server test double as a real child process."""
 
     def setUp(self):
@@ -50,15 +50,45 @@ class MemoryServersTest(testtools.TestCase):
         self.servers = self._servers()
         self.addCleanup(self._stop_all)
 
+    watchdog_timeout = 0
+
     def _servers(self, binary=None, tls_x509_dir=None, client_dn=None):
         return memory_server.MemoryServers(
             os.path.join(self.dir, 'state'), binary or self.binary,
             '127.0.0.1', self.port_min, self.port_max,
-            tls_x509_dir=tls_x509_dir, client_dn=client_dn)
+            tls_x509_dir=tls_x509_dir, client_dn=client_dn,
+            watchdog_timeout=self.watchdog_timeout)
 
     def _stop_all(self):
         for uuid in list(self.servers.list()):
             self.servers.stop(uuid)
+
+    def _kill(self, uuid, servers=None):
+        pid = (servers or self.servers).list()[uuid]['pid']
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(200):
+            if not memory_server._alive(pid):
+                return pid
+            time.sleep(0.05)
+        self.fail('pid %d still alive' % pid)
+
+    def _listens(self, port):
+        with socket.create_connection(('127.0.0.1', port), timeout=5):
+            return True
+
+    def _log(self, uuid):
+        # The double prints its line just after it listens.
+        path = os.path.join(self.dir, 'state', 'memory-server-%s.log' % uuid)
+        for _ in range(100):
+            with open(path) as f:
+                out = f.read()
+            if out:
+                return out
+            time.sleep(0.05)
+        return out
+
+
+class MemoryServersTest(MemoryServersBase):
 
     def test_start_is_idempotent_and_stop(self):
         uri = self.servers.start('inst-1', 1024)
@@ -114,19 +144,6 @@ class MemoryServersTest(testtools.TestCase):
         self.assertEqual({}, servers.list())
 
     # Supervision (check) ---------------------------------------------
-
-    def _kill(self, uuid):
-        pid = self.servers.list()[uuid]['pid']
-        os.kill(pid, signal.SIGKILL)
-        for _ in range(200):
-            if not memory_server._alive(pid):
-                return pid
-            time.sleep(0.05)
-        self.fail('pid %d still alive' % pid)
-
-    def _listens(self, port):
-        with socket.create_connection(('127.0.0.1', port), timeout=5):
-            return True
 
     def test_check_leaves_running_servers_alone(self):
         self.servers.start('inst-1', 64)
@@ -271,17 +288,6 @@ class MemoryServersTest(testtools.TestCase):
         self.assertEqual({'pid', 'port', 'size_mb', 'tls'},
                          set(state['inst-1']))
         self.assertFalse(state['inst-1']['tls'])
-
-    def _log(self, uuid):
-        # The double prints its line just after it listens.
-        path = os.path.join(self.dir, 'state', 'memory-server-%s.log' % uuid)
-        for _ in range(100):
-            with open(path) as f:
-                out = f.read()
-            if out:
-                return out
-            time.sleep(0.05)
-        return out
 
     def test_tls(self):
         certs = os.path.join(self.dir, 'pki')

@@ -178,7 +178,7 @@ class CollectorTest(testtools.TestCase):
     def test_memory_servers_of_this_host(self):
         servers = {
             'u7': {'port': 7900, 'size_mb': 384, 'tls': True, 'restarts': 2,
-                   'up': True, 'resident_bytes': 300 << 20},
+                   'hangs': 1, 'up': True, 'resident_bytes': 300 << 20},
             'u8': {'port': 7901, 'size_mb': 64, 'tls': False, 'restarts': 0,
                    'up': False, 'resident_bytes': 0}}
         samples, text = scrape(FakeSource([]), lambda: servers)
@@ -193,6 +193,9 @@ class CollectorTest(testtools.TestCase):
                                      u7)])
         self.assertEqual(0, samples[('puma_memory_server_restarts_total',
                                      u8)])
+        self.assertEqual(1, samples[('puma_memory_server_hangs_total', u7)])
+        # A record without hangs (written before the watchdog): 0.
+        self.assertEqual(0, samples[('puma_memory_server_hangs_total', u8)])
         self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
 
     def test_memory_servers_unreadable_or_not_asked(self):

@@ -14,6 +14,8 @@
 import threading
 from unittest import mock
 
+import fixtures
+
 from nova import test
 
 from puma_nova.virt import driver as puma_driver
@@ -59,3 +61,29 @@ class MemoryServerChecksTest(test.NoDBTestCase):
         self.drv.puma_supervise_memory_servers()
         self.assertIsNone(self.drv._puma_supervisor)
         self.drv._puma_memory_servers.check.assert_not_called()
+
+
+class MemoryServerWatchdogConfigTest(test.NoDBTestCase):
+    """The watchdog timeout reaches the memory servers with the checks."""
+
+    def _init(self):
+        drv = puma_driver.PumaLibvirtDriver.__new__(
+            puma_driver.PumaLibvirtDriver)
+        self.flags(instances_path=self.useFixture(
+            fixtures.TempDir()).path)
+        with mock.patch.object(puma_driver.memory_server,
+                               'MemoryServers') as servers:
+            drv.puma_init_memory_servers('c')
+        return servers.call_args.kwargs['watchdog_timeout']
+
+    def test_default(self):
+        self.assertEqual(30, self._init())
+
+    def test_set(self):
+        self.flags(memory_server_watchdog_timeout=5, group='puma')
+        self.assertEqual(5, self._init())
+
+    def test_no_watchdog_without_the_checks(self):
+        # Nothing would read the notifications.
+        self.flags(memory_server_check_interval=0, group='puma')
+        self.assertEqual(0, self._init())
