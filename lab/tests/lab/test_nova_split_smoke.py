@@ -269,15 +269,19 @@ def test_driver_tls_admits_only_the_split_hosts(stack, lab):
     verified(g, pid)
 
 
-def test_driver_starts_a_dead_memory_server_again(stack, lab):
+@pytest.mark.parametrize('fault', ['killed', 'hung'])
+def test_driver_starts_a_dead_memory_server_again(stack, lab, fault):
     """C's driver checks its memory servers (here every second).
 
-    The instance's server on C is killed after B planned the split: C's
-    driver starts it again, empty, on the same port and with the same
-    size; the split migration through it then goes as usual.
+    The instance's server on C is killed, or hung (stopped: its process
+    and its listening port stay), after B planned the split: C's driver
+    starts it again, empty, on the same port and with the same size, the
+    hung one once its watchdog (here 3 s) expired; the split migration
+    through it then goes as usual.
     """
     (a, b, c), cloud = cloud_of(
-        lab, sub_options={'puma.memory_server_check_interval': 1})
+        lab, sub_options={'puma.memory_server_check_interval': 1,
+                          'puma.memory_server_watchdog_timeout': 3})
     g = split.make_guest('virsh', lab, a, 'vm4', mem_mb=MEM_MB)
     inst = instance_of(g)
     pid = split.start_workload(g, WSS_MB, RATE)
@@ -287,18 +291,32 @@ def test_driver_starts_a_dead_memory_server_again(stack, lab):
                       free_mb=B_FREE_MB)
     port = int(plan['sub_uri'].rsplit(':', 1)[1])
     srv_pid, = servers_on(c)
-    netns.run('kill', '-KILL', str(srv_pid))
+    if fault == 'hung':
+        # Only a server heard once is held to the watchdog: the real
+        # qemu-memory-server says WATCHDOG=1 from its main loop.
+        deadline = time.monotonic() + 30
+        while not cloud.call('c', 'memory_servers')[inst['uuid']].get(
+                'watchdog'):
+            assert time.monotonic() < deadline, 'no WATCHDOG=1 heard'
+            time.sleep(0.5)
+        netns.run('kill', '-STOP', str(srv_pid))
+    else:
+        netns.run('kill', '-KILL', str(srv_pid))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         server = cloud.call('c', 'memory_servers')[inst['uuid']]
         if server.get('restarts'):
             break
         time.sleep(0.5)
-    print('memory server on C after the kill:', server)
+    print('memory server on C after the %s:' % fault, server)
     assert server['restarts'] == 1, server
+    assert server.get('hangs', 0) == (1 if fault == 'hung' else 0), server
     assert (server['port'], server['size_mb']) == (port, MEM_MB - LIMIT_MB)
     assert server['pid'] != srv_pid and servers_on(c) == [server['pid']]
     assert 'is gone: starting it again' in cloud.agents['c'].output()
+    if fault == 'hung':
+        assert 'is hung: no watchdog notification' in \
+            cloud.agents['c'].output()
 
     cloud.call('b', 'pre_live_migration', instance=inst)
     cloud.call('a', 'migrate', instance=inst, migration=mig)
