@@ -253,8 +253,8 @@ class MemoryServers(object):
 
         Reads what it said since the last check; only its own pid's
         WATCHDOG=1 counts. Marks a server that said it as one that
-        speaks the protocol (recorded, so that a restarted nova-compute
-        holds it to it too).
+        speaks the protocol (check() records it, so that a restarted
+        nova-compute holds it to it too).
         """
         sock = self._notify.get(instance_uuid)
         if sock is None:
@@ -263,9 +263,7 @@ class MemoryServers(object):
         for pid, fields in sock.receive():
             if pid == server['pid'] and fields.get('WATCHDOG') == '1':
                 self._last_ping[instance_uuid] = now
-                if not server.get('watchdog'):
-                    server['watchdog'] = True
-                    self._save()
+                server['watchdog'] = True
         silent = now - self._last_ping.get(instance_uuid, now)
         return bool(server.get('watchdog') and
                     silent > self._watchdog_timeout)
@@ -473,14 +471,18 @@ class MemoryServers(object):
             changed = False
             for instance_uuid, server in sorted(self._servers.items()):
                 if self._running(instance_uuid, server):
-                    if not self._hung(instance_uuid, server):
+                    heard = server.get('watchdog')
+                    hung = self._hung(instance_uuid, server)
+                    changed |= server.get('watchdog') != heard
+                    if not hung:
                         continue
                     LOG.error('Memory server of instance %s (pid %d, port '
                               '%d) is hung: no watchdog notification for '
                               'over %s s; killing it',
                               instance_uuid, server['pid'], server['port'],
                               self._watchdog_timeout)
-                    self._kill_hung(instance_uuid, server)
+                    self._kill(server['pid'],
+                               self._children.get(instance_uuid), hung=True)
                     server['hangs'] = server.get('hangs', 0) + 1
                     changed = True
                 self._children.pop(instance_uuid, None)
@@ -512,43 +514,39 @@ class MemoryServers(object):
                 self._save()
         return failed
 
-    def _kill_hung(self, instance_uuid, server, timeout=10.0):
-        """SIGKILL a hung server (SIGTERM waits on its main loop)."""
-        child = self._children.get(instance_uuid)
-        try:
-            os.kill(server['pid'], signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        if child is not None:
-            try:
-                child.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-            return
+    @staticmethod
+    def _gone(pid, child, timeout):
+        """Whether PID (our CHILD, if not None) ended within TIMEOUT s."""
         deadline = time.monotonic() + timeout
-        while _alive(server['pid']) and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def _kill(self, pid, child=None, timeout=5.0):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             if child is not None:
                 if child.poll() is not None:
-                    return
+                    return True
             elif not _alive(pid):
-                return
+                return True
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.05)
-        LOG.warning('Memory server pid %d ignored SIGTERM, killing it', pid)
+
+    def _kill(self, pid, child=None, timeout=5.0, hung=False):
+        """End PID: SIGTERM, then SIGKILL after TIMEOUT s.
+
+        HUNG: SIGKILL at once (SIGTERM would wait on its main loop).
+        """
+        if not hung:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            if self._gone(pid, child, timeout):
+                return
+            LOG.warning('Memory server pid %d ignored SIGTERM, killing it',
+                        pid)
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
-            return
-        if child is not None:
-            child.wait()
+            pass
+        self._gone(pid, child, timeout)
 
     def stop(self, instance_uuid):
         """Stop the memory server of an instance; nothing if none runs."""
