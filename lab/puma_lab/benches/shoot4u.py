@@ -43,17 +43,6 @@ def parse(out):
     return fig
 
 
-def qom_sum(g, prop):
-    """PROP summed over the guest's vCPUs; None if QEMU lacks it."""
-    total = 0
-    for cpu in g.qmp('query-cpus-fast'):
-        try:
-            total += g.qmp('qom-get', path=cpu['qom-path'], property=prop)
-        except Exception:  # noqa: B902 - an older build has no such property
-            return None
-    return total
-
-
 def run(argv):
     ap = argparse.ArgumentParser(prog='lab/bench shoot4u')
     ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS)
@@ -72,7 +61,6 @@ def run(argv):
 def run_tcg(args):
     res = {'ipi': [], 's4u': []}
     ipis = {'ipi': 0, 's4u': 0}
-    boosts = {}
     with lab_mod.Lab('bench-shoot4u') as lab:
         share = lab.path('share')
         os.makedirs(share)
@@ -87,8 +75,6 @@ def run_tcg(args):
         g.wait_booted()
         busy.agent.spawn('exec stress-ng --cpu %d --timeout 0 --quiet'
                          % args.vcpus)
-        boost0 = {k: qom_sum(g, 'x-shoot4u-' + k)
-                  for k in ('boosts', 'boost-errors')}
         for r in range(args.rounds):
             for mode in ('ipi', 's4u'):
                 if mode == 's4u':
@@ -104,9 +90,6 @@ def run_tcg(args):
                 res[mode].append(parse(out))
                 print('round %d %s: %s' % (r, mode, out.strip()),
                       file=sys.stderr)
-        for k, v in boost0.items():
-            now = qom_sum(g, 'x-shoot4u-' + k)
-            boosts[k] = None if v is None else now - v
 
     def med(mode, key):
         return round(statistics.median(f[key] for f in res[mode]), 1)
@@ -118,10 +101,6 @@ def run_tcg(args):
             out['%s_%s' % (mode, key)] = med(mode, key)
         out['%s_tlb_ipis' % mode] = ipis[mode]
     out['s4u_hypercalls_last_round'] = hyper
-    # Preempted targets moved ahead by QEMU (x-shoot4u-boost), None with
-    # a build that does not boost.
-    out['s4u_boosts'] = boosts['boosts']
-    out['s4u_boost_errors'] = boosts['boost-errors']
     out['p50_x'] = round(out['ipi_p50_us'] / out['s4u_p50_us'], 2)
     out['p99_x'] = round(out['ipi_p99_us'] / out['s4u_p99_us'], 2)
     out['runtime_x'] = round(out['ipi_total_s'] / out['s4u_total_s'], 2)
