@@ -17,6 +17,7 @@ import pytest
 
 from puma_lab import kmod
 from puma_lab import paths
+from puma_lab import profile
 from puma_lab import vm
 
 BAD_DMESG = ('BUG:', 'Oops', 'WARNING:', 'Call Trace', 'general protection')
@@ -154,7 +155,7 @@ def settle_puts(lender, borrower):
                          % (stats(borrower), stats(lender)))
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.1'))
 def test_borrower_hits_lender_no_disk_reads(lab, kernel, tmp_path):
     payload = tmp_path / 'payload'
     payload.mkdir()
@@ -309,7 +310,7 @@ def large_folios_come_back(lender, borrower, mb=16, ra_kb=None):
         borrower.run('echo 128 > /sys/block/vdb/queue/read_ahead_kb')
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.12'))
 def test_xfs_hits_and_changes(lab, kernel, tmp_path):
     """XFS through the same generic paths, large folios included."""
     disk = vm.Disk(lab.path('xfs.img'))

@@ -23,7 +23,7 @@ import pytest
 
 from puma_lab import kmod
 from puma_lab import netns
-from puma_lab import paths
+from puma_lab import profile
 from puma_lab import vm
 
 import puma_hostile
@@ -78,7 +78,7 @@ def wait_reason(lender, reason, before, case):
                          % (case, reason, log[-3000:]))
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.1'))
 def test_hostile_peer_is_disconnected(lab, kernel):
     lender = start_lender(lab, kernel)
     ip = lender.addrs[0].split('/')[0]
@@ -117,7 +117,7 @@ def test_hostile_peer_is_disconnected(lab, kernel):
     test_puma.check_dmesg(lender)
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.12'))
 def test_lender_gives_unauthenticated_peers_nothing(lab, kernel):
     """Issue 18: authentication first, tagged messages, pre-auth limits.
 
@@ -186,7 +186,7 @@ CORRUPTION = ('Poison overwritten', 'list_del corruption',
               'list_add corruption', 'kernel BUG', 'BUG ')
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.1'))
 def test_gets_time_out_while_lender_goes(lab, kernel, tmp_path):
     """Gets that time out while their connection is being torn down.
 

@@ -18,7 +18,7 @@ import shutil
 import pytest
 
 from puma_lab import kmod
-from puma_lab import paths
+from puma_lab import profile
 from puma_lab import vm
 
 import test_puma as tp
@@ -43,7 +43,7 @@ def pairs(g, text):
                  check=False)
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.12'))
 def test_pair_over_link_local_ipv6(lab, kernel, tmp_path):
     payload = tmp_path / 'payload'
     payload.mkdir()

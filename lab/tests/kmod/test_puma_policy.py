@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from puma_lab import paths
+from puma_lab import profile
 from puma_lab import vm
 
 import test_puma
@@ -19,7 +19,7 @@ def read_sum(g):
     return g.run('sha256sum /mnt/data/f', timeout=300).out.split()[0]
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.12'))
 def test_policies_and_unload_under_traffic(lab, kernel, tmp_path):
     payload = tmp_path / 'payload'
     payload.mkdir()

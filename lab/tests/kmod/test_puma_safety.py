@@ -13,6 +13,7 @@ import os
 import pytest
 
 from puma_lab import paths
+from puma_lab import profile
 from puma_lab import vm
 
 import test_puma
@@ -52,7 +53,7 @@ def sha(g, cmd):
     return g.run(cmd + ' | sha256sum', timeout=120).out.split()[0]
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.12'))
 def test_send_error_never_serves_stale(lab, kernel, tmp_path):
     """A send error drops queued messages: nothing may be sent after.
 
@@ -107,7 +108,7 @@ def peers(g):
     return g.run('cat /sys/kernel/puma/peers').out
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.1'))
 def test_role_off_ends_sessions(lab, kernel, tmp_path):
     """Role off ends lending and borrowing, and what they left behind.
 
@@ -156,7 +157,7 @@ def test_role_off_ends_sessions(lab, kernel, tmp_path):
     test_puma.check_dmesg(lender)
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.12'))
 def test_miss_forgets_the_entry(lab, kernel, tmp_path):
     """A page the lender no longer has is not asked for again.
 

@@ -29,7 +29,7 @@ import pytest
 
 from puma_lab import kmod
 from puma_lab import netns
-from puma_lab import paths
+from puma_lab import profile
 from puma_lab import vm
 
 import test_puma
@@ -117,7 +117,7 @@ def read_through(borrower, lender, path, mode):
     return got, gets, hits, bad
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS)
+@pytest.mark.parametrize('kernel', profile.kernels('6.1'))
 def test_lender_cannot_read_or_alter_pages(lab, kernel, tmp_path):
     payload = tmp_path / 'payload'
     payload.mkdir()

@@ -24,6 +24,7 @@ from puma_lab import errors
 from puma_lab import ivshmem
 from puma_lab import kmod
 from puma_lab import paths
+from puma_lab import profile
 from puma_lab import vm
 
 import test_puma
@@ -176,7 +177,7 @@ def build_hostile(share):
     return out
 
 
-@pytest.mark.parametrize('kernel', paths.KERNELS[::-1])
+@pytest.mark.parametrize('kernel', profile.kernels('6.1'))
 def test_shm_hostile_lender(lab, kernel, tmp_path):
     payload = tmp_path / 'payload'
     payload.mkdir()
