@@ -252,12 +252,17 @@ def test_split_migration_through_the_api(cloud, small_b):
     rounds = cc.verified(cloud, 'vm2', after=rounds)
     cc.placement_audit(cloud)
     # c's puma-exporter shows the memory server it runs for the server,
-    # up and holding pages, never restarted (Prometheus of the cloud).
+    # up and holding pages, never restarted (Prometheus of the cloud),
+    # and what the server says of itself with its watchdog notifications:
+    # the pages it holds and stored, b's QEMU connected to it.
     srv = '{uuid="%s"}' % uuid
     for expr in ('puma_memory_server_up%s == 1' % srv,
                  'puma_memory_server_resident_bytes%s > 0' % srv,
                  'puma_memory_server_limit_bytes%s > 0' % srv,
-                 'puma_memory_server_restarts_total%s == 0' % srv):
+                 'puma_memory_server_restarts_total%s == 0' % srv,
+                 'puma_memory_server_pages%s > 0' % srv,
+                 'puma_memory_server_put_pages_total%s > 0' % srv,
+                 'puma_memory_server_connections%s > 0' % srv):
         (labels, value), = cloud_monitoring.wait_query(cloud, expr)
         assert labels['instance'].startswith(
             cloud.state['hosts']['c']['addr'] + ':'), labels

@@ -59,5 +59,7 @@ def test_dashboard_queries(promtool, tmp_path):
                  'puma_exporter_errors_total', 'puma_lending_hits_total',
                  'puma_lending_remote_bytes', 'puma_lending_hosted_bytes',
                  'puma_host_page_merging_saved_bytes',
-                 'puma_memory_server_resident_bytes'):
+                 'puma_memory_server_resident_bytes',
+                 'puma_memory_server_put_pages_total',
+                 'puma_memory_server_refused_requests_total'):
         assert any(name in e for e in exprs), name

@@ -41,7 +41,10 @@ says ``WATCHDOG=1`` every half of the timeout. A server that is alive but
 silent for longer (its main loop hung, the process stopped) serves no
 one: ``check()`` kills it and starts it again as one that is gone. Only
 servers that have said ``WATCHDOG=1`` once are held to it (a binary that
-does not speak the protocol is never killed for its silence).
+does not speak the protocol is never killed for its silence). The server's
+counters come with each ``WATCHDOG=1`` (``STATUS=namespaces=1 pages=3
+...``): each check keeps the latest in the state file, where
+puma-exporter reads them.
 """
 
 import errno
@@ -104,6 +107,21 @@ def _serves(pid, port, address=None):
     return any(a.endswith(':%d' % port) for a in args)
 
 
+# What qemu-memory-server counts, in its STATUS= notifications.
+COUNTERS = ('namespaces', 'pages', 'limit', 'puts', 'gets', 'discards',
+            'errors', 'connections')
+
+
+def parse_status(text):
+    """{counter: int} of the server's STATUS= text; {} for other text."""
+    counters = {}
+    for word in text.split():
+        key, sep, value = word.partition('=')
+        if sep and key in COUNTERS and value.isdigit():
+            counters[key] = int(value)
+    return counters
+
+
 def _resident_bytes(pid):
     with open('/proc/%d/statm' % pid) as f:
         return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
@@ -114,10 +132,11 @@ def read_servers(state_dir):
 
     For puma-exporter: read-only, from nova-compute's state file in
     STATE_DIR. Returns {instance uuid: {'port', 'size_mb', 'tls',
-    'restarts', 'hangs', 'up', 'resident_bytes'}}: ``up`` when the
-    recorded pid runs a server that listens on the recorded port,
-    ``resident_bytes`` its resident memory (the pages it holds, and its
-    own), 0 when down.
+    'restarts', 'hangs', 'up', 'resident_bytes', 'counters'}}: ``up``
+    when the recorded pid runs a server that listens on the recorded
+    port, ``resident_bytes`` its resident memory (the pages it holds, and
+    its own), 0 when down, ``counters`` what it last said of itself
+    (COUNTERS, as of nova-compute's last check), {} when down.
     Nothing when the file is missing (not a sub host yet).
     """
     try:
@@ -140,7 +159,8 @@ def read_servers(state_dir):
             'tls': server.get('tls', False),
             'restarts': server.get('restarts', 0),
             'hangs': server.get('hangs', 0), 'up': up,
-            'resident_bytes': resident}
+            'resident_bytes': resident,
+            'counters': server.get('counters', {}) if up else {}}
     return found
 
 
@@ -252,18 +272,24 @@ class MemoryServers(object):
         """Whether a running server's watchdog expired.
 
         Reads what it said since the last check; only its own pid's
-        WATCHDOG=1 counts. Marks a server that said it as one that
+        messages count. Marks a server that said WATCHDOG=1 as one that
         speaks the protocol (check() records it, so that a restarted
-        nova-compute holds it to it too).
+        nova-compute holds it to it too), and keeps the counters of its
+        last STATUS=.
         """
         sock = self._notify.get(instance_uuid)
         if sock is None:
             return False
         now = time.monotonic()
         for pid, fields in sock.receive():
-            if pid == server['pid'] and fields.get('WATCHDOG') == '1':
+            if pid != server['pid']:
+                continue
+            if fields.get('WATCHDOG') == '1':
                 self._last_ping[instance_uuid] = now
                 server['watchdog'] = True
+            counters = parse_status(fields.get('STATUS', ''))
+            if counters:
+                server['counters'] = counters
         silent = now - self._last_ping.get(instance_uuid, now)
         return bool(server.get('watchdog') and
                     silent > self._watchdog_timeout)
@@ -471,9 +497,10 @@ class MemoryServers(object):
             changed = False
             for instance_uuid, server in sorted(self._servers.items()):
                 if self._running(instance_uuid, server):
-                    heard = server.get('watchdog')
+                    heard = (server.get('watchdog'), server.get('counters'))
                     hung = self._hung(instance_uuid, server)
-                    changed |= server.get('watchdog') != heard
+                    changed |= (server.get('watchdog'),
+                                server.get('counters')) != heard
                     if not hung:
                         continue
                     LOG.error('Memory server of instance %s (pid %d, port '
@@ -508,6 +535,8 @@ class MemoryServers(object):
                     continue
                 self._children[instance_uuid] = child
                 server['pid'] = child.pid
+                # Those of the server that is gone.
+                server.pop('counters', None)
                 server['restarts'] = server.get('restarts', 0) + 1
                 changed = True
             if changed:

@@ -200,6 +200,12 @@ def _add_lending(f, labels, counters):
                 labels + [name[len('lend_drop_'):]], value)
 
 
+# What a memory server says of itself that the families below export
+# (its 'limit' is the limit_bytes nova-compute gave it, in pages).
+_SERVER_COUNTERS = ('pages', 'connections', 'puts', 'gets', 'discards',
+                    'errors')
+
+
 def _server_families():
     g = core.GaugeMetricFamily
     labels = ['uuid']
@@ -223,6 +229,29 @@ def _server_families():
             'Times nova-compute killed the memory server of an instance '
             'as hung (silent past its watchdog timeout) before it started '
             'it again.', labels=labels),
+        # What a running server says of itself (STATUS= notifications).
+        'pages': g('puma_memory_server_pages',
+                   'Pages the memory server of an instance holds.',
+                   labels=labels),
+        'connections': g('puma_memory_server_connections',
+                         'Open connections to the memory server of an '
+                         'instance.', labels=labels),
+        'puts': core.CounterMetricFamily(
+            'puma_memory_server_put_pages',
+            'Pages the memory server of an instance stored since it '
+            'started.', labels=labels),
+        'gets': core.CounterMetricFamily(
+            'puma_memory_server_get_pages',
+            'Pages the memory server of an instance returned since it '
+            'started.', labels=labels),
+        'discards': core.CounterMetricFamily(
+            'puma_memory_server_discarded_pages',
+            'Pages the memory server of an instance discarded since it '
+            'started.', labels=labels),
+        'errors': core.CounterMetricFamily(
+            'puma_memory_server_refused_requests',
+            'Requests the memory server of an instance refused since it '
+            'started (bad input, no room, not allowed).', labels=labels),
     }
 
 
@@ -259,6 +288,11 @@ class PumaCollector(object):
             f['resident'].add_metric(labels, server['resident_bytes'])
             f['restarts'].add_metric(labels, server['restarts'])
             f['hangs'].add_metric(labels, server.get('hangs', 0))
+            # Only while it runs and once it said them.
+            counters = server.get('counters', {})
+            for name in _SERVER_COUNTERS:
+                if name in counters:
+                    f[name].add_metric(labels, counters[name])
         yield from f.values()
 
     def collect(self):

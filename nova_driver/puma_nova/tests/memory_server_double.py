@@ -22,7 +22,9 @@ driver runs and stops memory servers while the real daemon is not built.
 start. With ``NOTIFY_SOCKET`` it says ``READY=1`` and then ``WATCHDOG=1``
 every half of ``WATCHDOG_USEC`` as the daemon does, unless
 ``MEMORY_SERVER_DOUBLE_SILENT`` is set (a daemon that does not speak the
-protocol).
+protocol); each ``WATCHDOG=1`` comes with ``STATUS=`` and the text of
+``MEMORY_SERVER_DOUBLE_STATUS`` (counters as the daemon says them), when
+set.
 """
 
 import argparse
@@ -73,7 +75,8 @@ def main(argv=None):
     sock.settimeout(interval)
     while True:
         if interval and time.monotonic() - last >= interval:
-            _notify('WATCHDOG=1')
+            status = os.environ.get('MEMORY_SERVER_DOUBLE_STATUS')
+            _notify('WATCHDOG=1' + ('\nSTATUS=' + status if status else ''))
             last = time.monotonic()
         try:
             conn, _ = sock.accept()

@@ -72,6 +72,44 @@ class MemoryServersWatchdogTest(base.MemoryServersBase):
         self.assertTrue(self.servers.stop('inst-1'))
         self.assertFalse(os.path.exists(path))
 
+    def test_counters_of_a_running_server(self):
+        """Its STATUS= counters reach the state file; never a dead one's."""
+        status = ('namespaces=1 pages=3 limit=16384 puts=3 gets=4 '
+                  'discards=0 errors=1 connections=2')
+        self.useFixture(fixtures.EnvironmentVariable(
+            'MEMORY_SERVER_DOUBLE_STATUS', status))
+        self.servers.start('inst-1', 64)
+        self._until_watched('inst-1')
+        want = memory_server.parse_status(status)
+        for _ in range(100):
+            self.assertEqual({}, self.servers.check())
+            if self.servers.list()['inst-1'].get('counters'):
+                break
+            time.sleep(0.05)
+        self.assertEqual(want, self.servers.list()['inst-1']['counters'])
+        state = os.path.join(self.dir, 'state')
+        self.assertEqual(want, memory_server.read_servers(state)['inst-1'][
+            'counters'])
+        # Killed: none while it is down, and the new one starts without
+        # them (the double started again says the same, later).
+        self._kill('inst-1')
+        self.assertEqual({}, memory_server.read_servers(state)['inst-1'][
+            'counters'])
+        self.assertEqual({}, self.servers.check())
+        self.assertNotIn('counters', self.servers.list()['inst-1'])
+
+    def test_parse_status(self):
+        self.assertEqual(
+            {'namespaces': 1, 'pages': 3, 'limit': 16384, 'puts': 3,
+             'gets': 4, 'discards': 0, 'errors': 0, 'connections': 0},
+            memory_server.parse_status(
+                'namespaces=1 pages=3 limit=16384 puts=3 gets=4 discards=0 '
+                'errors=0 connections=0'))
+        # Other words and values are left out.
+        self.assertEqual({'pages': 2}, memory_server.parse_status(
+            'listening pages=2 puts=-1 gets=x other=5 connections='))
+        self.assertEqual({}, memory_server.parse_status(''))
+
     def test_a_running_server_is_left_alone(self):
         self.servers.start('inst-1', 64)
         server = self._until_watched('inst-1')

@@ -178,7 +178,11 @@ class CollectorTest(testtools.TestCase):
     def test_memory_servers_of_this_host(self):
         servers = {
             'u7': {'port': 7900, 'size_mb': 384, 'tls': True, 'restarts': 2,
-                   'hangs': 1, 'up': True, 'resident_bytes': 300 << 20},
+                   'hangs': 1, 'up': True, 'resident_bytes': 300 << 20,
+                   'counters': {'namespaces': 1, 'pages': 70000,
+                                'limit': 98304, 'puts': 90000, 'gets': 20000,
+                                'discards': 100, 'errors': 3,
+                                'connections': 2}},
             'u8': {'port': 7901, 'size_mb': 64, 'tls': False, 'restarts': 0,
                    'up': False, 'resident_bytes': 0}}
         samples, text = scrape(FakeSource([]), lambda: servers)
@@ -196,6 +200,16 @@ class CollectorTest(testtools.TestCase):
         self.assertEqual(1, samples[('puma_memory_server_hangs_total', u7)])
         # A record without hangs (written before the watchdog): 0.
         self.assertEqual(0, samples[('puma_memory_server_hangs_total', u8)])
+        # What u7 said of itself; nothing of u8, which is down.
+        for name, value in (
+                ('puma_memory_server_pages', 70000),
+                ('puma_memory_server_connections', 2),
+                ('puma_memory_server_put_pages_total', 90000),
+                ('puma_memory_server_get_pages_total', 20000),
+                ('puma_memory_server_discarded_pages_total', 100),
+                ('puma_memory_server_refused_requests_total', 3)):
+            self.assertEqual(value, samples[(name, u7)])
+            self.assertNotIn((name, u8), samples)
         self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
 
     def test_memory_servers_unreadable_or_not_asked(self):
