@@ -200,16 +200,32 @@ def _add_lending(f, labels, counters):
                 labels + [name[len('lend_drop_'):]], value)
 
 
-# What a memory server says of itself that the families below export
-# (its 'limit' is the limit_bytes nova-compute gave it, in pages).
-_SERVER_COUNTERS = ('pages', 'connections', 'puts', 'gets', 'discards',
-                    'errors')
+# What a running memory server says of itself (its STATUS=
+# notifications): counter, family kind, metric name, what it counts.
+# Its 'limit' is left out: limit_bytes says it, in bytes.
+_SERVER_SAYS = (
+    ('pages', 'gauge', 'puma_memory_server_pages',
+     'Pages the memory server of an instance holds.'),
+    ('connections', 'gauge', 'puma_memory_server_connections',
+     'Open connections to the memory server of an instance.'),
+    ('puts', 'counter', 'puma_memory_server_put_pages',
+     'Pages the memory server of an instance stored since it started.'),
+    ('gets', 'counter', 'puma_memory_server_get_pages',
+     'Pages the memory server of an instance returned since it started.'),
+    ('discards', 'counter', 'puma_memory_server_discarded_pages',
+     'Pages the memory server of an instance discarded since it started.'),
+    ('errors', 'counter', 'puma_memory_server_refused_requests',
+     'Requests the memory server of an instance refused since it started '
+     '(bad input, no room, not allowed).'),
+)
+_KINDS = {'gauge': core.GaugeMetricFamily,
+          'counter': core.CounterMetricFamily}
 
 
 def _server_families():
     g = core.GaugeMetricFamily
     labels = ['uuid']
-    return {
+    families = {
         'up': g('puma_memory_server_up',
                 'Whether the memory server this host runs for a split '
                 'instance (of another host) is up.', labels=labels),
@@ -229,30 +245,10 @@ def _server_families():
             'Times nova-compute killed the memory server of an instance '
             'as hung (silent past its watchdog timeout) before it started '
             'it again.', labels=labels),
-        # What a running server says of itself (STATUS= notifications).
-        'pages': g('puma_memory_server_pages',
-                   'Pages the memory server of an instance holds.',
-                   labels=labels),
-        'connections': g('puma_memory_server_connections',
-                         'Open connections to the memory server of an '
-                         'instance.', labels=labels),
-        'puts': core.CounterMetricFamily(
-            'puma_memory_server_put_pages',
-            'Pages the memory server of an instance stored since it '
-            'started.', labels=labels),
-        'gets': core.CounterMetricFamily(
-            'puma_memory_server_get_pages',
-            'Pages the memory server of an instance returned since it '
-            'started.', labels=labels),
-        'discards': core.CounterMetricFamily(
-            'puma_memory_server_discarded_pages',
-            'Pages the memory server of an instance discarded since it '
-            'started.', labels=labels),
-        'errors': core.CounterMetricFamily(
-            'puma_memory_server_refused_requests',
-            'Requests the memory server of an instance refused since it '
-            'started (bad input, no room, not allowed).', labels=labels),
     }
+    for key, kind, name, doc in _SERVER_SAYS:
+        families[key] = _KINDS[kind](name, doc, labels=labels)
+    return families
 
 
 class PumaCollector(object):
@@ -290,9 +286,9 @@ class PumaCollector(object):
             f['hangs'].add_metric(labels, server.get('hangs', 0))
             # Only while it runs and once it said them.
             counters = server.get('counters', {})
-            for name in _SERVER_COUNTERS:
-                if name in counters:
-                    f[name].add_metric(labels, counters[name])
+            for key, _kind, _name, _doc in _SERVER_SAYS:
+                if key in counters:
+                    f[key].add_metric(labels, counters[key])
         yield from f.values()
 
     def collect(self):
