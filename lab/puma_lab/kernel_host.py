@@ -562,7 +562,7 @@ class NestedGuest:
         an oops) and the kernel host still answers: before the ready line
         the guest runs only the stock kernel and the lab's init, so what
         stops it is the emulation under it (docs/lab.md, "Kernel hosts"),
-        as when TCG lost an interrupt (QEMU patch 0029).
+        as when TCG lost an interrupt (QEMU patch 0026).
         """
         if any(m in console for m in KERNEL_DEATH):
             return None

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Round trip of a memory-server GET: plain TCP against TLS, and a request
-sent in three writes (header, batch, keys: QEMU's client before patch 36)
+sent in three writes (header, batch, keys: QEMU's client before patch 33)
 against one write (after).
 
 The real ``qemu-memory-server`` of the lab's build listens on loopback,

@@ -67,7 +67,7 @@ def test_prometheus_sees_a_split_vm_and_its_lost_server(lab, require):
     prom.wait_query('absent(ALERTS{alertname="PumaSplitPaused",'
                     'alertstate="firing"})', timeout=120)
     # B's pager reconnected and fenced its connection from before the
-    # cut (QEMU patches 54-57), whose unread requests must never run.
+    # cut (QEMU patches 51-54), whose unread requests must never run.
     fences = [line for line in srv.output().splitlines()
               if 'FENCE vm ' in line]
     print('memory server:', fences)

@@ -4,7 +4,7 @@
 Debian's QEMU 10.0.13 (our base) carries upstream's fix for QEMU issue
 3040, which looks a TLB entry's section index up in the address space's
 current map, while the vCPU's TLB still holds indexes of the old map
-until its queued flush runs. QEMU patch 0052 keeps the map the TLB was
+until its queued flush runs. QEMU patch 0049 keeps the map the TLB was
 filled from (docs/lab.md, "QEMU aborts seen in the lab").
 """
 
@@ -20,7 +20,7 @@ def test_mmio_reads_never_reach_another_region(lab):
     mmiorace (lab/guest) reads the edu device's identification through a
     mapping of its BAR on one vCPU while another vCPU turns the device's
     memory decoding off and on: every read must return the
-    identification or unassigned memory. Without patch 0052, reads
+    identification or unassigned memory. Without patch 0049, reads
     returned 0xfee02000 (52 and 91 in two 10-second runs with the tool
     in the background), and in two runs of this test the guest agent
     stopped answering during the run (a read that reaches another

@@ -329,7 +329,7 @@ def test_failed_placements_are_retried_or_woken(lab, require):
     placement (UFFDIO_COPY or UFFDIO_ZEROPAGE) fails with EAGAIN, every
     89th with ENOMEM, which the pager retries, and every 211th with
     EFAULT, after which the faulting thread is woken and faults again.
-    Before QEMU's patch 51 each of them left a vCPU waiting for ever.
+    Before QEMU's patch 48 each of them left a vCPU waiting for ever.
     Through QMP only: the preload is set on the destination's QEMU.
     """
     require('split migration through qmp', split.missing('qmp'))

@@ -32,7 +32,7 @@ MEMORY_SERVER_UNIT_TESTS = ('test-memory-server-frame',
                             'test-memory-server-daemon',
                             'test-memory-server-tls',
                             'test-memory-server-fuzz',
-                            # PSK usernames checked by authz (patch 30)
+                            # PSK usernames checked by authz (patch 27)
                             'test-crypto-tlssession')
 
 # What the split series adds to migration-test; every one must run, but
@@ -174,7 +174,7 @@ def test_migration_qtest_ran(migration_qtests, path):
 
 
 def test_memory_server_systemd_unit(tmp_path):
-    """The unit of patch 35 passes systemd-analyze verify.
+    """The unit of patch 32 passes systemd-analyze verify.
 
     Verified with ExecStart pointing at the built server, since the unit
     names the packaged path /usr/bin/qemu-memory-server.
