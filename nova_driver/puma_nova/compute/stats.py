@@ -27,8 +27,10 @@ agent when it has one (:mod:`puma_nova.compute.guest_agent`):
   when the module is loaded, else None;
 - ``lendable``: the guest has the lending interface and is idle: its CPU
   use since the previous report (libvirt's CPU time, measured by the
-  host) below ``[puma] lender_max_cpu_percent``, no refaults in that
-  interval, and the module, if loaded, not reporting its lender busy.
+  host) below ``[puma] lender_max_cpu_percent`` (a guest that was below
+  it at the previous report stays idle through one report above it),
+  no refaults in that interval, and the module, if loaded, not
+  reporting its lender busy.
 """
 
 import threading
@@ -144,17 +146,40 @@ def _vcpus(instance, info):
     return info[3] if info else None
 
 
-def _idle(cpu_percent, counters):
+def _cpu_quiet(uuid, cpu_percent):
+    """Whether the guest's CPU is quiet enough for it to lend.
+
+    It is below ``[puma] lender_max_cpu_percent``. A guest that was below
+    it at the previous report stays quiet through one report above it:
+    being told of a new pair (its guest agent, the module's connections)
+    and serving the first puts take CPU of their own, which must not
+    revoke the pair they set up (the lab cloud saw a pair revoked by the
+    next report for that). A second report above it in a row ends it: a
+    lender that woke up is revoked one report later, while the module's
+    own ``lender_busy`` (it stops lending at once) and refaults still end
+    it at the first.
+    """
+    with _last_totals_lock:
+        before = _last_totals.get((uuid, 'cpu_state'))
+        if cpu_percent is None:
+            state = 'busy'
+        elif cpu_percent < CONF.puma.lender_max_cpu_percent:
+            state = 'quiet'
+        else:
+            state = 'grace' if before == 'quiet' else 'busy'
+        _last_totals[(uuid, 'cpu_state')] = state
+    return state != 'busy'
+
+
+def _idle(quiet, counters):
     """Whether a guest may lend.
 
-    Its CPU is quiet and, with the Puma module, its lender is not busy
-    (the module's own activity detector, ``lender_busy``).
+    Its CPU is quiet (_cpu_quiet) and, with the Puma module, its lender is
+    not busy (the module's own activity detector, ``lender_busy``).
     """
-    if cpu_percent is None:
-        return False
     if counters and counters.get('lender_busy'):
         return False
-    return cpu_percent < CONF.puma.lender_max_cpu_percent
+    return quiet
 
 
 def guest_stats(guest, instance=None, now=None):
@@ -197,9 +222,9 @@ def guest_stats(guest, instance=None, now=None):
     # pair once a report says it is no longer idle.
     # A guest that re-reads evicted pages needs its memory: it is not
     # idle, whatever its CPU does.
+    quiet = _cpu_quiet(guest.uuid, _cpu_percent(
+        guest.uuid, info, _vcpus(instance, info), now))
     entry['lendable'] = (entry['lending_address'] is not None and
-                         _idle(_cpu_percent(guest.uuid, info,
-                                            _vcpus(instance, info), now),
-                               entry['puma']) and
+                         _idle(quiet, entry['puma']) and
                          not entry['refaults'])
     return entry

@@ -57,10 +57,11 @@ libvirt's statistics alone.
 An instance on the cache-lending channel is reported as an idle lender
 while its CPU use since the previous report, in percent of its vCPUs
 (libvirt's CPU time, measured by the host), stays below this, and the
-Puma guest module, if loaded, does not report its lender busy. A lender
-that gets busier loses its pairs at the next planning round after the
-report that says so; its guest module suspends lending by itself before
-that.
+Puma guest module, if loaded, does not report its lender busy. One report
+above this after a quiet one is forgiven (the work of a new pair); a lender
+that stays busier loses its pairs at the next planning round after its
+second report above this; its guest module suspends lending by itself
+before that.
 """),
     cfg.IntOpt(
         'rpc_timeout',
