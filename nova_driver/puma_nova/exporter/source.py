@@ -41,6 +41,9 @@ LOG = logging.getLogger(__name__)
 STATS_SPLIT = 1 << 11          # VIR_DOMAIN_STATS_SPLIT (our series)
 # VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE, VIR_CONNECT_LIST_DOMAINS_ACTIVE
 STATS_ACTIVE = 1 << 0
+# VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT: a domain whose job waits (for
+# QEMU's monitor, say) gives what libvirt knows without one at once.
+STATS_NOWAIT = 1 << 29
 _JOB_NONE = 0                  # VIR_DOMAIN_JOB_NONE
 _PAGE = 4096
 
@@ -63,6 +66,16 @@ class VM(object):
         self.split = {k[len('split.'):]: v for k, v in stats.items()
                       if k.startswith('split.')} or None
 
+    @property
+    def monitor_waits(self):
+        """Whether QEMU's monitor may not answer before a server is back.
+
+        A split VM paused for a lost memory server: QEMU's main loop may
+        be the one waiting for a page of that server, and a monitor
+        command would wait with it (and then wait libvirt's job).
+        """
+        return self.split is not None and self.split.get('state') == 'paused'
+
     def qmp(self, command, **arguments):
         """COMMAND's return, or None if this QEMU has no such command."""
         request = {'execute': command}
@@ -78,7 +91,7 @@ class VM(object):
 
     def split_details(self):
         """x-query-split's answer (monitor details only), or None."""
-        if self._monitor is None or self.split is None:
+        if self._monitor is None or self.split is None or self.monitor_waits:
             return None
         return self.qmp('x-query-split')
 
@@ -88,9 +101,10 @@ class VM(object):
         Under TCG QEMU counts them (``x-shoot4u-hypercalls`` of each vCPU);
         under KVM the kernel handles the hypercall and counts it in KVM's
         ``shoot4u`` vCPU statistic, which QEMU reads for ``query-stats``.
-        None for a QEMU or a KVM without Shoot4U.
+        None for a QEMU or a KVM without Shoot4U, and while the monitor
+        may not answer.
         """
-        if self._monitor is None:
+        if self._monitor is None or self.monitor_waits:
             return None
         kvm = self.qmp('query-kvm')
         if kvm and kvm.get('enabled'):
@@ -191,7 +205,8 @@ class LibvirtSource(object):
             monitor = libvirt_qemu.qemuMonitorCommand
         conn = self._connection()
         try:
-            found = conn.getAllDomainStats(STATS_SPLIT, STATS_ACTIVE)
+            found = conn.getAllDomainStats(STATS_SPLIT,
+                                           STATS_ACTIVE | STATS_NOWAIT)
         except Exception as e:
             # A libvirt without our series has no split group: its VMs
             # still have migration figures (and QEMU's, with details).

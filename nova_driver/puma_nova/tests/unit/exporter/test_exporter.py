@@ -277,6 +277,19 @@ class CollectorTest(testtools.TestCase):
         self.assertEqual(201, samples[('puma_shoot4u_hypercalls_total',
                                        labels())])
 
+    def test_paused_for_a_lost_server_without_asking_qemu(self):
+        # libvirt says so from QEMU's event; QEMU's main loop may wait for
+        # a page of that server, and its monitor with it.
+        monitor = FakeMonitor()
+        vm = source.VM(FakeDomain('vm1', 'u1'), {'split.state': 'paused'},
+                       monitor)
+        samples, text = scrape(FakeSource([vm]))
+        self.assertEqual(1, samples[('puma_split_state',
+                                     labels(state='paused'))])
+        self.assertEqual([], monitor.commands)
+        self.assertNotIn('puma_shoot4u_hypercalls_total{', text)
+        self.assertEqual(0, samples[('puma_exporter_errors_total', ())])
+
     def test_kvm_and_qemu_without_our_series(self):
         # Debian's KVM has no shoot4u statistic; a QEMU without the split
         # command or the Shoot4U property has neither.
@@ -446,6 +459,7 @@ class FakeConnection(object):
         return True
 
     def getAllDomainStats(self, stats, flags):
+        self.flags = flags
         if not self.split_group:
             raise OSError('unsupported flags (0x800)')
         return [(self.doms[0], SPLIT_STATS), (self.doms[1], {})]
@@ -462,7 +476,11 @@ class LibvirtSourceTest(testtools.TestCase):
         return src
 
     def test_split_group_of_our_libvirt(self):
-        vms = self.source(FakeConnection()).domains()
+        conn = FakeConnection()
+        vms = self.source(conn).domains()
+        # Never waiting for a domain's job (one may wait for QEMU).
+        self.assertEqual(source.STATS_ACTIVE | source.STATS_NOWAIT,
+                         conn.flags)
         self.assertEqual(['vm1', 'vm2'], [vm.name for vm in vms])
         self.assertEqual('degraded', vms[0].split['state'])
         self.assertIsNone(vms[1].split)
