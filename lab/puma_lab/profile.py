@@ -7,8 +7,11 @@ a kernel's own code is what is tested (the read paths Puma rewrites, the
 integrity torture, the module builds, the kernel-host tests) and runs the
 tests of kernel-independent logic (the protocol, its peers and keys, the
 module's policies) on one kernel each, alternating between the two, so
-that each kernel still runs a share of them.  README and docs/lab.md
-list what each profile runs.
+that each kernel still runs a share of them.  Likewise the split
+migration tests that run through QEMU's monitor and through libvirt
+(``DRIVERS``) run through both in the full profile and through one
+each in the lean one.  README and docs/lab.md list what each profile
+runs.
 """
 
 import os
@@ -17,6 +20,8 @@ from puma_lab import paths
 
 ENV = 'PUMA_TEST_PROFILE'
 PROFILES = ('lean', 'full')
+# How a split migration test drives it: QEMU's monitor, or libvirt.
+DRIVERS = ('qmp', 'virsh')
 
 
 def name():
@@ -34,3 +39,16 @@ def kernels(lean):
         raise ValueError('no guest kernel %s (one of %s)'
                          % (lean, ', '.join(paths.KERNELS)))
     return paths.KERNELS if name() == 'full' else (lean,)
+
+
+def drivers(lean):
+    """The split drivers of a test: both, or only LEAN in the lean profile.
+
+    Each lean choice covers what the test is about: libvirt's part where
+    the test checks libvirt (its states, events, rollback), QEMU's
+    monitor where only QEMU's behaviour is under test.
+    """
+    if lean not in DRIVERS:
+        raise ValueError('no split driver %s (one of %s)'
+                         % (lean, ', '.join(DRIVERS)))
+    return DRIVERS if name() == 'full' else (lean,)

@@ -32,10 +32,11 @@ from puma_lab import host as host_mod
 from puma_lab import migration
 from puma_lab import netns
 from puma_lab import paths
+from puma_lab import profile
 from puma_lab import qmp_migration
 from puma_lab import vm
 
-DRIVERS = ('qmp', 'virsh')
+DRIVERS = profile.DRIVERS
 
 
 def libvirt_missing():

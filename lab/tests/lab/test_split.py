@@ -11,9 +11,11 @@ command, the memory server binary, virsh's --split options) fails them
 with that reason (``require``, lab/tests/conftest.py).
 """
 
+import asyncio
 import os
 import re
 import subprocess
+import threading
 import time
 
 import pytest
@@ -22,6 +24,7 @@ from qemu.qmp import ExecuteError
 from puma_lab import errors
 from puma_lab import memserver
 from puma_lab import paths
+from puma_lab import profile
 from puma_lab import split
 from puma_lab import tls
 
@@ -32,8 +35,9 @@ LIMIT = 128 << 20     # main-host resident limit: below the working set
 PAGE = 4096
 
 
-@pytest.fixture(params=split.DRIVERS)
+@pytest.fixture
 def driver(request, require):
+    """The split driver of a test, parametrized with profile.drivers()."""
     require('split migration through %s' % request.param,
             split.missing(request.param))
     return request.param
@@ -126,6 +130,7 @@ def split_to_b(driver, lab, name):
     return a, b, c, srv, g, pid
 
 
+@pytest.mark.parametrize('driver', profile.drivers('virsh'), indirect=True)
 def test_split_there_and_back(driver, lab):
     a, b, c, srv, g, pid = split_to_b(driver, lab, 'vm1')
 
@@ -197,6 +202,7 @@ def libvirt_refuses_memory_files(g, base):
         assert not os.path.exists(path), path
 
 
+@pytest.mark.parametrize('driver', profile.drivers('qmp'), indirect=True)
 def test_split_then_plain_migration(driver, lab):
     a, b, c, srv, g, pid = split_to_b(driver, lab, 'vm7')
     save_refused(driver, g, os.path.join(b.dir, 'vm7.save'))
@@ -262,6 +268,7 @@ def mirrors_agree(g, s1, s2, timeout=60):
         wait_state(g, 'running')
 
 
+@pytest.mark.parametrize('driver', profile.drivers('virsh'), indirect=True)
 def test_mirror_survives_a_dead_server(driver, lab):
     g, pid, s1, s2 = mirrored(driver, lab, 'vm2')
     assert g.qmp('x-query-split')['state'] == 'active'
@@ -294,6 +301,7 @@ def split_state(g, want, timeout=300):
                          % (g.name, want, timeout, st))
 
 
+@pytest.mark.parametrize('driver', profile.drivers('qmp'), indirect=True)
 def test_mirror_is_remade_on_a_restarted_server(driver, lab):
     g, pid, s1, s2 = mirrored(driver, lab, 'vm5')
     s1.kill()
@@ -424,6 +432,7 @@ def wait_log(g, pattern, timeout=180):
                          % (pattern, g.name, timeout))
 
 
+@pytest.mark.parametrize('driver', profile.drivers('qmp'), indirect=True)
 def test_mirror_never_serves_a_missed_page_out(driver, lab):
     """A server that missed page-outs is never read for those pages.
 
@@ -467,6 +476,7 @@ def test_mirror_never_serves_a_missed_page_out(driver, lab):
     verified(g, pid)
 
 
+@pytest.mark.parametrize('driver', profile.drivers('virsh'), indirect=True)
 def test_lost_server_pauses_then_resumes(driver, lab):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
@@ -499,6 +509,74 @@ def test_lost_server_pauses_then_resumes(driver, lab):
     verified(g, pid)
 
 
+class InBackground:
+    """G's QMP command CMD, run in a thread of its own (it may block)."""
+
+    def __init__(self, g, cmd, **args):
+        self.result = self.error = None
+        self._thread = threading.Thread(target=self._run,
+                                        args=(g, cmd, args), daemon=True)
+        self._thread.start()
+
+    def _run(self, g, cmd, args):
+        # The lab's QMP client needs an event loop of this thread's own.
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        try:
+            self.result = g.qmp(cmd, **args)
+        except Exception as e:  # noqa: B902 - reported by wait()
+            self.error = e
+
+    def running(self):
+        return self._thread.is_alive()
+
+    def wait(self, timeout):
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), 'still waiting after %ds' % \
+            timeout
+        assert self.error is None, self.error
+        return self.result
+
+
+@pytest.mark.parametrize('driver', profile.drivers('virsh'), indirect=True)
+def test_lost_server_while_the_main_loop_waits(driver, lab):
+    """The main loop waits for a page of the lost server, with the BQL.
+
+    pmemsave reads guest memory in QEMU's main loop, so it waits there for
+    a remote page once C is cut off.  The pager must still say that the
+    VM cannot go on (the event, and libvirt's state), and everything must
+    go on once C is back.
+    """
+    a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
+    srv = memserver.MemoryServer(c).start()
+    g = split.make_guest(driver, lab, a, 'vm-ml', mem_mb=MEM_MB)
+    pid = workload(g)
+    g.migrate(b, [srv], LIMIT)
+    walk(g, 1)
+    assert g.qmp('x-query-split')['remote-pages'] > 0
+    g.watch_events()
+    c.set_link(False)
+    try:
+        dump = InBackground(g, 'pmemsave', val=0, size=MEM_MB << 20,
+                            filename='/dev/null')
+        lost = g.wait_event('SPLIT_SERVER_LOST', timeout=60)
+        assert re.search(r'"?paused"?\W+true', str(lost).lower()), lost
+        # What this test is about: the main loop still waits.
+        assert dump.running(), 'pmemsave read no remote page'
+        if driver == 'virsh':
+            print(g.wait_lifecycle('Suspended Memory server lost'))
+            assert g.state_reason() == 'paused (memory server lost)'
+            # libvirt says so without asking QEMU, whose monitor waits.
+            out = b.virsh('domstats', '--split', '--nowait', 'vm-ml')
+            assert 'split.state=paused' in out, out
+    finally:
+        c.set_link(True)
+    g.wait_event('SPLIT_SERVER_RECOVERED', timeout=300)
+    dump.wait(300)
+    wait_state(g, 'running')
+    walk(g)
+    verified(g, pid)
+
+
 def under_way(g, timeout=120):
     """G's migration is active and has sent some RAM; its progress."""
     deadline = time.monotonic() + timeout
@@ -515,6 +593,7 @@ def under_way(g, timeout=120):
 
 
 @pytest.mark.parametrize('how', ['cancel', 'kill-destination'])
+@pytest.mark.parametrize('driver', profile.drivers('virsh'), indirect=True)
 def test_failed_migration_keeps_source(driver, lab, how):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
@@ -550,6 +629,7 @@ def bad_virsh(g, b, argv, match):
         g.host.virsh(*(argv + ['vm5', b.uri]), timeout=300)
 
 
+@pytest.mark.parametrize('driver', profile.drivers('qmp'), indirect=True)
 def test_bad_parameters_leave_the_guest_alone(driver, lab):
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()

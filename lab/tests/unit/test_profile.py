@@ -12,13 +12,16 @@ def test_lean_by_default(monkeypatch):
     assert profile.name() == 'lean'
     assert profile.kernels('6.1') == ('6.1',)
     assert profile.kernels('6.12') == ('6.12',)
+    assert profile.drivers('qmp') == ('qmp',)
+    assert profile.drivers('virsh') == ('virsh',)
     monkeypatch.setenv(profile.ENV, '')
     assert profile.name() == 'lean'
 
 
-def test_full_runs_both_kernels(monkeypatch):
+def test_full_runs_both_kernels_and_drivers(monkeypatch):
     monkeypatch.setenv(profile.ENV, 'full')
     assert profile.kernels('6.1') == paths.KERNELS
+    assert profile.drivers('virsh') == profile.DRIVERS == ('qmp', 'virsh')
 
 
 def test_bad_values_are_refused(monkeypatch):
@@ -29,3 +32,5 @@ def test_bad_values_are_refused(monkeypatch):
     monkeypatch.setenv(profile.ENV, 'full')
     with pytest.raises(ValueError, match='no guest kernel 5.10'):
         profile.kernels('5.10')
+    with pytest.raises(ValueError, match='no split driver libxl'):
+        profile.drivers('libxl')
