@@ -146,18 +146,19 @@ def _vcpus(instance, info):
     return info[3] if info else None
 
 
-def _cpu_quiet(uuid, cpu_percent):
-    """Whether the guest's CPU is quiet enough for it to lend.
+def _cpu_state(uuid, cpu_percent):
+    """How quiet the guest's CPU is: 'quiet', 'grace' or 'busy'.
 
-    It is below ``[puma] lender_max_cpu_percent``. A guest that was below
-    it at the previous report stays quiet through one report above it:
-    being told of a new pair (its guest agent, the module's connections)
-    and serving the first puts take CPU of their own, which must not
-    revoke the pair they set up (the lab cloud saw a pair revoked by the
-    next report for that). A second report above it in a row ends it: a
-    lender that woke up is revoked one report later, while the module's
-    own ``lender_busy`` (it stops lending at once) and refaults still end
-    it at the first.
+    'quiet': below ``[puma] lender_max_cpu_percent``. 'grace': above it
+    for the first report after a quiet one. Being told of a new pair (its
+    guest agent, the module's connections) and serving the first puts
+    take CPU of their own, which must not revoke the pair they set up
+    (the lab cloud saw a pair revoked by the next report for that): the
+    scheduler keeps the pairs of a lender in grace but gives it no new
+    one. A second report above it in a row is 'busy': a lender that woke
+    up is revoked one report later, while the module's own
+    ``lender_busy`` (it stops lending at once) and refaults still end it
+    at the first (_lending).
     """
     with _last_totals_lock:
         before = _last_totals.get((uuid, 'cpu_state'))
@@ -168,18 +169,22 @@ def _cpu_quiet(uuid, cpu_percent):
         else:
             state = 'grace' if before == 'quiet' else 'busy'
         _last_totals[(uuid, 'cpu_state')] = state
-    return state != 'busy'
+    return state
 
 
-def _idle(quiet, counters):
-    """Whether a guest may lend.
+def _lending(cpu_state, entry):
+    """(lendable, lending_grace) of a report entry.
 
-    Its CPU is quiet (_cpu_quiet) and, with the Puma module, its lender is
-    not busy (the module's own activity detector, ``lender_busy``).
+    Lendable: a guest on the lending channel whose CPU is quiet, whose
+    module's lender is not busy (its own activity detector,
+    ``lender_busy``) and that re-read no evicted page (it needs its
+    memory). In grace: the same, but its CPU is in grace (_cpu_state).
     """
-    if counters and counters.get('lender_busy'):
-        return False
-    return quiet
+    counters = entry['puma']
+    may = (entry['lending_address'] is not None and
+           not (counters and counters.get('lender_busy')) and
+           not entry['refaults'])
+    return may and cpu_state == 'quiet', may and cpu_state == 'grace'
 
 
 def guest_stats(guest, instance=None, now=None):
@@ -219,12 +224,8 @@ def guest_stats(guest, instance=None, now=None):
     entry['lending_address'] = _lending_address(guest, xml)
     # An idle guest on the lending channel lends: the scheduler pairs it
     # with busy guests of its project that miss cache, and revokes the
-    # pair once a report says it is no longer idle.
-    # A guest that re-reads evicted pages needs its memory: it is not
-    # idle, whatever its CPU does.
-    quiet = _cpu_quiet(guest.uuid, _cpu_percent(
+    # pair once a report says it is neither lendable nor in grace.
+    cpu = _cpu_state(guest.uuid, _cpu_percent(
         guest.uuid, info, _vcpus(instance, info), now))
-    entry['lendable'] = (entry['lending_address'] is not None and
-                         _idle(quiet, entry['puma']) and
-                         not entry['refaults'])
+    entry['lendable'], entry['lending_grace'] = _lending(cpu, entry)
     return entry

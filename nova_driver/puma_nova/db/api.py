@@ -163,6 +163,8 @@ def host_report(ctxt, name, stats, now=None):
             row.cache_miss_rate = vm['cache_miss_rate']
             row.refaults = vm['refaults']
             row.lendable = vm['lendable']
+            # Not in the reports of computes older than the field.
+            row.lending_grace = vm.get('lending_grace', False)
             row.counters = vm['puma']
 
 

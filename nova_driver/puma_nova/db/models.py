@@ -96,6 +96,8 @@ class VMStats(Base):
     refaults: orm.Mapped[int] = orm.mapped_column(sa.BigInteger, default=0)
     lendable: orm.Mapped[bool] = orm.mapped_column(sa.Boolean,
                                                    default=False)
+    lending_grace: orm.Mapped[bool] = orm.mapped_column(
+        sa.Boolean, default=False, server_default=sa.false())
     counters: orm.Mapped[dict | None] = orm.mapped_column(sa.JSON,
                                                           nullable=True)
 

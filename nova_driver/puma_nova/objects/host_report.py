@@ -30,9 +30,10 @@ class PumaVMReport(base.PumaObject):
     """Memory figures of one guest on the reporting host.
 
     Version 1.0: Initial version
+    Version 1.1: Added lending_grace
     """
 
-    VERSION = '1.0'
+    VERSION = '1.1'
 
     fields = {
         'uuid': fields.StringField(),
@@ -47,7 +48,17 @@ class PumaVMReport(base.PumaObject):
         # The Puma module's counters in the guest, None without it.
         'puma': fields.DictOfIntegersField(nullable=True),
         'lendable': fields.BooleanField(),
+        # Not lendable, but its CPU was quiet at the previous report: the
+        # scheduler keeps its pairs and gives it no new one. False in the
+        # reports of computes older than it.
+        'lending_grace': fields.BooleanField(default=False),
     }
+
+    def obj_make_compatible(self, primitive, target_version):
+        super().obj_make_compatible(primitive, target_version)
+        target = versionutils.convert_version_to_tuple(target_version)
+        if target < (1, 1):
+            primitive.pop('lending_grace', None)
 
 
 @base.PumaObjectRegistry.register
@@ -56,9 +67,10 @@ class PumaHostReport(base.PumaObject):
 
     Version 1.0: Initial version
     Version 1.1: Added merged_mb
+    Version 1.2: PumaVMReport 1.1 (lending_grace)
     """
 
-    VERSION = '1.1'
+    VERSION = '1.2'
 
     fields = {
         'memory_mb': fields.NonNegativeIntegerField(),
@@ -75,7 +87,7 @@ class PumaHostReport(base.PumaObject):
     }
     # The PumaVMReport version of each version of this object (for
     # obj_make_compatible).
-    obj_relationships = {'vms': [('1.0', '1.0')]}
+    obj_relationships = {'vms': [('1.0', '1.0'), ('1.2', '1.1')]}
 
     @classmethod
     def from_stats(cls, host, stats):
@@ -85,8 +97,13 @@ class PumaHostReport(base.PumaObject):
             names it.
         """
         schemas.validate_stats(host, stats)
-        vms = [PumaVMReport(**{k: vm[k] for k in PumaVMReport.fields})
-               for vm in stats['vms']]
+        vms = []
+        for vm in stats['vms']:
+            # Optional fields missing from older computes' dictionaries
+            # get their defaults.
+            vms.append(PumaVMReport(**{k: vm[k] for k in PumaVMReport.fields
+                                       if k in vm}))
+            vms[-1].obj_set_defaults()
         values = {k: stats[k] for k in cls.fields
                   if k != 'vms' and k in stats}
         report = cls(vms=vms, **values)
@@ -115,6 +132,9 @@ class PumaHostReport(base.PumaObject):
         for k in ('merged_mb',):
             if not self.obj_attr_is_set(k):
                 self.obj_set_defaults(k)
+        for vm in (self.vms if self.obj_attr_is_set('vms') else ()):
+            if not vm.obj_attr_is_set('lending_grace'):
+                vm.obj_set_defaults('lending_grace')
         missing = [k for k in self.fields if not self.obj_attr_is_set(k)]
         missing += ['vms/%d/%s' % (i, k)
                     for i, vm in enumerate(self.vms

@@ -15,7 +15,8 @@ Description:
     Idle VMs (the guest module sees no activity) lend the memory they do not
     use as a remote page cache to active VMs of the same project that are
     missing cache.  A pair is revoked as soon as its lender is no longer
-    idle, or either VM is gone; kept pairs keep their capacity.  New pairs
+    idle (one report in grace keeps it: a new pair's own work can
+    take CPU), or either VM is gone; kept pairs keep their capacity.  New pairs
     are matched greedily, closest first: same host (no network hop), then
     same rack, then anywhere; inside a locality bucket, the borrowers that
     miss the most cache are served first, from the lenders with the most
@@ -66,7 +67,8 @@ class Plan:
 def _still_valid(vms, pair):
     lender = vms.get(pair.lender)
     borrower = vms.get(pair.borrower)
-    return (lender is not None and borrower is not None and lender.idle and
+    return (lender is not None and borrower is not None and
+            (lender.idle or lender.lending_grace) and
             not borrower.idle and lender.project == borrower.project)
 
 
@@ -127,6 +129,10 @@ def _candidates(cluster, keep, min_lend_mb):
     left, need, projects = {}, {}, {}
     for order, vm in enumerate(cluster.vms.values()):
         u = vm.uuid
+        if vm.lending_grace:
+            # Keeps its pairs (_still_valid), neither lends nor borrows
+            # anew.
+            continue
         if vm.idle:
             mb = left[u] = vm.free_mb - lent.get(u, 0)
             if mb < min_lend_mb:

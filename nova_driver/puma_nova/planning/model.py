@@ -34,6 +34,9 @@ class VM:
     ``idle``: the guest module's activity detector reports no activity.
     ``free_mb``: guest memory it could lend (free minus its own reserve).
     ``cache_demand_mb``: page cache it is missing (refaults), 0 if none.
+    ``lending_grace``: not idle, but only since its last report (the
+    first report of its CPU above the limit after a quiet one): its pairs
+    are kept, it gets no new one.
     """
 
     uuid: str
@@ -43,6 +46,7 @@ class VM:
     idle: bool = False
     free_mb: int = 0
     cache_demand_mb: int = 0
+    lending_grace: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

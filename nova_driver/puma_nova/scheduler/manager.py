@@ -66,6 +66,7 @@ def _vm_model(row):
     opts = CONF.puma_scheduler
     known = row['project_id'] is not None
     lends = known and row['lendable']
+    grace = known and not lends and row['lending_grace']
     demand = 0
     if known and not lends and row['cache_miss_rate'] >= \
             opts.miss_rate_threshold:
@@ -73,7 +74,7 @@ def _vm_model(row):
     return model.VM(uuid=row['uuid'], host=row['host'],
                     project=row['project_id'] or '', ram_mb=row['memory_mb'],
                     idle=lends, free_mb=row['free_mb'] if lends else 0,
-                    cache_demand_mb=demand)
+                    cache_demand_mb=demand, lending_grace=grace)
 
 
 def _ledger_view(entry):
@@ -97,7 +98,7 @@ class SchedulerManager(object):
         migration records with (release_failed_plans), or None.
     """
 
-    target = messaging.Target(version='1.6')
+    target = messaging.Target(version='1.7')
 
     def __init__(self, compute_api, placement=None, nova=None):
         self.compute = compute_api

@@ -34,6 +34,8 @@ VM = {
                            {'type': 'object',
                             'additionalProperties': _count}]},
         'lendable': {'type': 'boolean'},
+        # Optional: computes older than it do not send it.
+        'lending_grace': {'type': 'boolean'},
     },
     'required': ['uuid', 'project_id', 'memory_mb', 'rss_mb', 'free_mb',
                  'cache_miss_rate', 'refaults', 'puma', 'lendable'],

@@ -47,7 +47,8 @@ def _match(bucket_lenders, bucket_borrowers, left, need, cap):
 def _still_valid(cluster, pair):
     lender = cluster.vms.get(pair.lender)
     borrower = cluster.vms.get(pair.borrower)
-    return (lender is not None and borrower is not None and lender.idle and
+    return (lender is not None and borrower is not None and
+            (lender.idle or lender.lending_grace) and
             not borrower.idle and lender.project == borrower.project)
 
 
@@ -59,6 +60,8 @@ def plan_pairs(cluster, min_lend_mb=256, max_per_borrower_mb=0):
     left = {}
     need = {}
     for vm in cluster.vms.values():
+        if vm.lending_grace:
+            continue
         if vm.idle:
             left[vm.uuid] = vm.free_mb
         elif vm.cache_demand_mb > 0:

@@ -65,6 +65,41 @@ class TestLendingScenarios(unittest.TestCase):
         self.assertEqual(doc['expect_new'], triples(plan.new))
 
 
+class TestLendingGrace(unittest.TestCase):
+    """A lender in grace keeps its pairs and gets no new one."""
+
+    def cluster(self, l1, pairs=()):
+        hosts = [model.Host('h1', 'r1', 65536, 32768)]
+        vms = [l1,
+               model.VM('l2', 'h1', 'p', 4096, lending_grace=True),
+               model.VM('b1', 'h1', 'p', 4096, cache_demand_mb=2048),
+               model.VM('b2', 'h1', 'p', 4096, cache_demand_mb=1024)]
+        return model.Cluster.build(hosts, vms, pairs)
+
+    def test_kept_through_one_report_in_grace(self):
+        pair = model.Pair('l1', 'b1', 2048)
+        plan = lending.plan_pairs(self.cluster(
+            model.VM('l1', 'h1', 'p', 4096, lending_grace=True), [pair]))
+        self.assertEqual((pair,), plan.keep)
+        # Neither l1 (in grace, 2048 MiB not lent) nor l2 lends to b2, and
+        # neither borrows.
+        self.assertEqual((), plan.new)
+        self.assertEqual((), plan.revoke)
+
+    def test_revoked_when_busy(self):
+        pair = model.Pair('l1', 'b1', 2048)
+        plan = lending.plan_pairs(self.cluster(
+            model.VM('l1', 'h1', 'p', 4096), [pair]))
+        self.assertEqual((pair,), plan.revoke)
+        self.assertEqual((), plan.new)
+
+    def test_idle_again_lends_anew(self):
+        plan = lending.plan_pairs(self.cluster(
+            model.VM('l1', 'h1', 'p', 4096, idle=True, free_mb=4096)))
+        self.assertEqual([['l1', 'b1', 2048], ['l1', 'b2', 1024]],
+                         triples(plan.new))
+
+
 class TestLendingInvariants(unittest.TestCase):
 
     def test_capacities_and_projects_hold_on_random_clusters(self):
@@ -129,6 +164,10 @@ def next_round(rnd, cluster, pairs):
             v = model.VM(v.uuid, v.host, v.project, v.ram_mb,
                          idle=not v.idle, free_mb=512 if not v.idle else 0,
                          cache_demand_mb=0 if not v.idle else 1024)
+        elif r < 0.12 and v.idle:
+            # Its CPU's first report above the limit: in grace.
+            v = model.VM(v.uuid, v.host, v.project, v.ram_mb,
+                         lending_grace=True)
         vms[u] = v
     return model.Cluster(cluster.hosts, vms, tuple(pairs))
 

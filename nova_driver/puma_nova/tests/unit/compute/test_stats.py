@@ -156,36 +156,41 @@ class LendableTest(_AgentTestCase):
         # 0.5 s of CPU over 10 s on 2 vCPUs: 2.5 %.
         self.assertTrue(self._report(10.5, 110.0)['lendable'])
         # 3 s over 10 s on 2 vCPUs: 15 %, above the 10 % default. Once,
-        # after a quiet report, it still lends (the work of a new pair);
-        # twice in a row, it does not.
-        self.assertTrue(self._report(13.5, 120.0)['lendable'])
-        self.assertFalse(self._report(16.5, 130.0)['lendable'])
-        self.assertFalse(self._report(19.5, 140.0)['lendable'])
-        # Quiet again, then one report above: lends throughout.
-        self.assertTrue(self._report(19.6, 150.0)['lendable'])
-        self.assertTrue(self._report(22.6, 160.0)['lendable'])
+        # after a quiet report, it is in grace (its pairs are kept: the
+        # work of a new pair), not lendable (no new pair); twice in a row,
+        # neither.
+        self.assertEqual((False, True), self._lending(13.5, 120.0))
+        self.assertEqual((False, False), self._lending(16.5, 130.0))
+        self.assertEqual((False, False), self._lending(19.5, 140.0))
+        # Quiet again, then one report above: grace again.
+        self.assertEqual((True, False), self._lending(19.6, 150.0))
+        self.assertEqual((False, True), self._lending(22.6, 160.0))
+
+    def _lending(self, cpu_s, at_s):
+        entry = self._report(cpu_s, at_s)
+        return entry['lendable'], entry['lending_grace']
 
     def test_a_busy_guest_gets_no_grace(self):
         self._report(10.0, 100.0)
         # Above the threshold from its first figure: not offered, until a
         # quiet report.
-        self.assertFalse(self._report(13.0, 110.0)['lendable'])
-        self.assertTrue(self._report(13.1, 120.0)['lendable'])
+        self.assertEqual((False, False), self._lending(13.0, 110.0))
+        self.assertEqual((True, False), self._lending(13.1, 120.0))
         stats.retain([])
         # Forgotten: a first report again, then busy without grace.
-        self.assertFalse(self._report(13.3, 140.0)['lendable'])
-        self.assertFalse(self._report(16.3, 150.0)['lendable'])
+        self.assertEqual((False, False), self._lending(13.3, 140.0))
+        self.assertEqual((False, False), self._lending(16.3, 150.0))
 
     def test_grace_never_outlasts_the_module_or_refaults(self):
         self._report(10.0, 100.0)
         self.files['/proc/vmstat'] = VMSTAT % (0, 0)
-        self.assertTrue(self._report(10.1, 110.0)['lendable'])
+        self.assertEqual((True, False), self._lending(10.1, 110.0))
         self.files['/sys/kernel/puma/stats'] = 'lender_busy 1\n'
-        self.assertFalse(self._report(13.1, 120.0)['lendable'])
+        self.assertEqual((False, False), self._lending(13.1, 120.0))
         self.files['/sys/kernel/puma/stats'] = 'lender_busy 0\n'
-        self.assertTrue(self._report(13.2, 130.0)['lendable'])
+        self.assertEqual((True, False), self._lending(13.2, 130.0))
         self.files['/proc/vmstat'] = VMSTAT % (400, 100)
-        self.assertFalse(self._report(16.2, 140.0)['lendable'])
+        self.assertEqual((False, False), self._lending(16.2, 140.0))
 
     def test_busy_module_is_not_idle(self):
         self._report(10.0, 100.0)

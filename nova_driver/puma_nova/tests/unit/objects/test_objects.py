@@ -29,17 +29,23 @@ from puma_nova.tests.unit.sched import base as sched_base
 # the older one) and put the new fingerprint here, as Nova's
 # test_objects.py asks.
 OBJECT_DATA = {
-    'PumaHostReport': '1.1-31340868a79a967eb145f7c7b5e94dec',
+    'PumaHostReport': '1.2-31340868a79a967eb145f7c7b5e94dec',
     'PumaLendingPair': '1.0-a069fde9f5411ea06ed7a2833d1121ac',
-    'PumaVMReport': '1.0-9627c21336ba631ee4f12be946d9629a',
+    'PumaVMReport': '1.1-10e314e9df07135e609ea501ae16fd21',
 }
 
 
 def _stats():
     return dict(sched_base.stats(100, [
         sched_base.vm('a', free_mb=2048, lendable=True),
-        dict(sched_base.vm('b', project=None), puma={'gets': 3})]),
+        dict(sched_base.vm('b', project=None), puma={'gets': 3}),
+        sched_base.vm('c', free_mb=1024, grace=True)]),
         merged_mb=300)
+
+
+def _without_grace(stats):
+    return dict(stats, vms=[dict(vm, lending_grace=False)
+                            for vm in stats['vms']])
 
 
 class TestObjectVersions(testtools.TestCase):
@@ -75,7 +81,7 @@ class TestHostReport(testtools.TestCase):
         report = host_report.PumaHostReport.from_stats('h', _stats())
         wire = self.serializer.serialize_entity(self.ctxt, report)
         self.assertEqual('PumaHostReport', wire['puma_object.name'])
-        self.assertEqual('1.1', wire['puma_object.version'])
+        self.assertEqual('1.2', wire['puma_object.version'])
         self.assertEqual('puma', wire['puma_object.namespace'])
         back = self.serializer.deserialize_entity(self.ctxt, wire)
         self.assertIsInstance(back, host_report.PumaHostReport)
@@ -92,13 +98,35 @@ class TestHostReport(testtools.TestCase):
         wire = report.obj_to_primitive(target_version='1.0')
         self.assertEqual('1.0', wire['puma_object.version'])
         self.assertNotIn('merged_mb', wire['puma_object.data'])
-        self.assertEqual(['1.0', '1.0'], [
+        self.assertEqual(['1.0', '1.0', '1.0'], [
             vm['puma_object.version']
             for vm in wire['puma_object.data']['vms']])
         back = self.serializer.deserialize_entity(self.ctxt, wire)
         self.assertEqual('1.0', back.VERSION)
         back.validate('h')
-        self.assertEqual(dict(_stats(), merged_mb=0), back.to_stats())
+        self.assertEqual(dict(_without_grace(_stats()), merged_mb=0),
+                         back.to_stats())
+
+    def test_1_1_wire_form_has_vms_without_lending_grace(self):
+        report = host_report.PumaHostReport.from_stats('h', _stats())
+        wire = report.obj_to_primitive(target_version='1.1')
+        self.assertEqual('1.1', wire['puma_object.version'])
+        vms = wire['puma_object.data']['vms']
+        self.assertEqual(['1.0'] * 3, [vm['puma_object.version']
+                                       for vm in vms])
+        for vm in vms:
+            self.assertNotIn('lending_grace', vm['puma_object.data'])
+        back = self.serializer.deserialize_entity(self.ctxt, wire)
+        back.validate('h')
+        # merged_mb stays; grace is unknown to such a scheduler: none.
+        self.assertEqual(_without_grace(_stats()), back.to_stats())
+
+    def test_stats_of_a_compute_older_than_lending_grace(self):
+        stats = _stats()
+        for vm in stats['vms']:
+            del vm['lending_grace']
+        report = host_report.PumaHostReport.from_stats('h', stats)
+        self.assertEqual(_without_grace(stats), report.to_stats())
 
     def test_bad_dictionary_is_refused_before_sending(self):
         stats = _stats()

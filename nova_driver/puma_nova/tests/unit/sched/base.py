@@ -158,11 +158,11 @@ class TestCase(testtools.TestCase):
 
 
 def vm(uuid, project='p1', memory_mb=4096, free_mb=0, lendable=False,
-       miss=0.0, refaults=0):
+       miss=0.0, refaults=0, grace=False):
     return {'uuid': uuid, 'project_id': project, 'memory_mb': memory_mb,
             'rss_mb': memory_mb - free_mb, 'free_mb': free_mb,
             'cache_miss_rate': miss, 'refaults': refaults, 'puma': None,
-            'lendable': lendable}
+            'lendable': lendable, 'lending_grace': grace}
 
 
 def stats(free_mb, vms=(), memory_mb=65536, address=None):

@@ -63,7 +63,7 @@ class TestModelsMatchMigrationsMariaDB(_ModelsMatchMigrations,
 
 
 class TestUpgradeKeepsHosts(testtools.TestCase):
-    """0002 adds merged_mb to the hosts that reported before it."""
+    """0002 and 0003 keep what hosts reported before them."""
 
     def setUp(self):
         super().setUp()
@@ -80,9 +80,31 @@ class TestUpgradeKeepsHosts(testtools.TestCase):
                 "lendable_mb, shoot4u, split, updated_at) VALUES "
                 "('a', '10.0.0.1', 4096, 2048, 1024, 0, 1, "
                 "'2026-11-29 00:00:00')"))
-        migration.upgrade()
+        migration.upgrade('0002')
         self.assertEqual('0002', migration.version())
         with engine.connect() as conn:
             row = conn.execute(sa.text(
                 'SELECT name, free_mb, merged_mb FROM hosts')).one()
         self.assertEqual(('a', 2048, 0), tuple(row))
+
+    def test_0003_vm_lending_grace(self):
+        migration.upgrade('0002')
+        engine = db_api.get_engine()
+        with engine.begin() as conn:
+            conn.execute(sa.text(
+                "INSERT INTO hosts (name, address, memory_mb, free_mb, "
+                "lendable_mb, merged_mb, shoot4u, split, updated_at) VALUES "
+                "('a', '10.0.0.1', 4096, 2048, 1024, 0, 0, 1, "
+                "'2026-11-29 00:00:00')"))
+            conn.execute(sa.text(
+                "INSERT INTO vm_stats (uuid, host, project_id, memory_mb, "
+                "rss_mb, free_mb, cache_miss_rate, refaults, lendable) "
+                "VALUES ('v', 'a', 'p', 2048, 1024, 1024, 0, 0, 1)"))
+        migration.upgrade()
+        self.assertEqual('0003', migration.version())
+        with engine.connect() as conn:
+            row = conn.execute(sa.text(
+                'SELECT uuid, lendable, lending_grace FROM vm_stats')).one()
+        # Reported before it: lendable as it was, not in grace.
+        self.assertEqual(('v', True, False),
+                         (row[0], bool(row[1]), bool(row[2])))
