@@ -192,10 +192,12 @@ class MemoryServers(object):
         self._ready_timeout = ready_timeout
         self._lock = threading.Lock()
         self._children = {}
-        # Watchdog: instance uuid -> its NotifySocket, and when its
-        # server last said WATCHDOG=1 (monotonic).
+        # Watchdog: instance uuid -> its NotifySocket, when its server
+        # last said WATCHDOG=1 and when its socket was last read
+        # (monotonic).
         self._notify = {}
         self._last_ping = {}
+        self._last_read = {}
         fileutils.ensure_tree(state_dir)
         self._servers = self._load()
         if watchdog_timeout:
@@ -261,12 +263,14 @@ class MemoryServers(object):
                                     'the memory server of %s: %s'
                                     % (instance_uuid, e))
         self._last_ping[instance_uuid] = time.monotonic()
+        self._last_read[instance_uuid] = self._last_ping[instance_uuid]
 
     def _close_notify(self, instance_uuid):
         sock = self._notify.pop(instance_uuid, None)
         if sock is not None:
             sock.close()
         self._last_ping.pop(instance_uuid, None)
+        self._last_read.pop(instance_uuid, None)
 
     def _hung(self, instance_uuid, server):
         """Whether a running server's watchdog expired.
@@ -281,11 +285,22 @@ class MemoryServers(object):
         if sock is None:
             return False
         now = time.monotonic()
-        for pid, fields in sock.receive():
+        # What waits was sent since the previous read: the kernel's
+        # timestamp says when, bounded by that read (the wall clock may
+        # have stepped).
+        read_before = self._last_read.get(instance_uuid, now)
+        self._last_read[instance_uuid] = now
+        wall = time.time()
+        for pid, fields, sent in sock.receive():
             if pid != server['pid']:
                 continue
             if fields.get('WATCHDOG') == '1':
-                self._last_ping[instance_uuid] = now
+                # A server that hung right after a WATCHDOG=1 that waited
+                # here has been silent since it sent it, not since now.
+                age = 0.0 if sent is None else wall - sent
+                at = now - min(max(age, 0.0), now - read_before)
+                self._last_ping[instance_uuid] = max(
+                    at, self._last_ping.get(instance_uuid, at))
                 server['watchdog'] = True
             counters = parse_status(fields.get('STATUS', ''))
             if counters:

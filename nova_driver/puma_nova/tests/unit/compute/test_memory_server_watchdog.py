@@ -35,6 +35,21 @@ from puma_nova.tests.unit.compute import test_memory_server as base
 TIMEOUT = 1.5
 
 
+class FakeSocket(object):
+    """A NotifySocket whose messages wait in it (the test gives them)."""
+
+    def __init__(self, messages):
+        self.messages = messages
+        self.path = None
+
+    def receive(self):
+        got, self.messages = self.messages, []
+        return got
+
+    def close(self):
+        pass
+
+
 class MemoryServersWatchdogTest(base.MemoryServersBase):
 
     watchdog_timeout = TIMEOUT
@@ -170,6 +185,22 @@ class MemoryServersWatchdogTest(base.MemoryServersBase):
         self.assertEqual(pid, self.servers.list()['inst-1']['pid'])
         self.assertNotIn('watchdog', self.servers.list()['inst-1'])
 
+    def test_a_watchdog_that_waited_in_the_socket_counts_when_sent(self):
+        # A WATCHDOG=1 sent right after a check, just before the server
+        # hung, is read at the next check: it is as old as it was sent.
+        self.servers.start('inst-1', 64)
+        server = self._until_watched('inst-1')
+        self._stop(server['pid'])
+        self.servers._notify['inst-1'].close()
+        read = time.monotonic() - TIMEOUT * 3
+        self.servers._last_read['inst-1'] = read
+        self.servers._last_ping['inst-1'] = read
+        self.servers._notify['inst-1'] = FakeSocket([
+            service_notify.Message(server['pid'], {'WATCHDOG': '1'},
+                                   time.time() - TIMEOUT * 2)])
+        self.assertEqual({}, self.servers.check())
+        self.assertEqual(1, self.servers.list()['inst-1'].get('hangs'))
+
     def test_another_process_cannot_keep_a_hung_server_alive(self):
         self.servers.start('inst-1', 64)
         old = self._until_watched('inst-1')
@@ -229,8 +260,16 @@ class NotifySocketTest(base.MemoryServersBase):
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
             s.sendto(b'READY=1', path)
             s.sendto(b'WATCHDOG=1', path)
+        before = time.time()
+        time.sleep(0.2)
+        got = sock.receive()
         self.assertEqual([(os.getpid(), {'READY': '1'}),
-                          (os.getpid(), {'WATCHDOG': '1'})], sock.receive())
+                          (os.getpid(), {'WATCHDOG': '1'})],
+                         [(m.pid, m.fields) for m in got])
+        # When they were sent, not when they were read.
+        for m in got:
+            self.assertLess(m.sent, before + 0.1)
+            self.assertGreater(m.sent, before - 60)
         # Bound anew over what was there.
         again = service_notify.NotifySocket(path)
         again.close()
