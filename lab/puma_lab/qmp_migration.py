@@ -14,6 +14,7 @@ import asyncio
 import functools
 import json
 import os
+import queue
 import subprocess
 import threading
 import time
@@ -160,12 +161,16 @@ class EventLog:
     """Collects the QMP events of a guest started with ``events=True``.
 
     The monitor lives in its own thread with its own asyncio loop, apart
-    from the one the lab's other QMP connections use.
+    from the one the lab's other QMP connections use.  Its connection has
+    QMP's ``oob`` capability (qemu.qmp enables it), so commands that allow
+    it can run out of band on it (``oob``), also while QEMU's main loop
+    waits.
     """
 
     def __init__(self, guest):
         self.guest = guest
         self.events = []
+        self._requests = queue.Queue()
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._error = None
@@ -188,6 +193,7 @@ class EventLog:
         self._ready.set()
         try:
             while not self._stop.is_set():
+                self._run_requests(mon)
                 try:
                     ev = mon.pull_event(wait=0.5)
                 except asyncio.TimeoutError:
@@ -201,6 +207,38 @@ class EventLog:
                 mon.close()
             except Exception:  # noqa: B902 - already gone
                 pass
+
+    def _run_requests(self, mon):
+        while True:
+            try:
+                command, box, done = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                box['reply'] = mon.cmd_obj({'exec-oob': command})
+            except Exception as e:  # noqa: B902 - reported by oob()
+                box['error'] = e
+            done.set()
+
+    def oob(self, command, timeout=30):
+        """COMMAND's return, run out of band on the events monitor.
+
+        :raises errors.LabError: QEMU answered with an error (a command
+            that does not allow out-of-band execution, say), or nothing
+            within TIMEOUT seconds.
+        """
+        box, done = {}, threading.Event()
+        self._requests.put((command, box, done))
+        if not done.wait(timeout):
+            raise errors.LabError('guest %s: no answer to out-of-band %s '
+                                  'within %ds' % (self.guest.name, command,
+                                                  timeout))
+        reply = box.get('reply') or {}
+        if 'error' in box or 'error' in reply:
+            raise errors.LabError('guest %s: out-of-band %s: %s'
+                                  % (self.guest.name, command,
+                                     box.get('error') or reply['error']))
+        return reply['return']
 
     def named(self, name):
         return [e for e in self.events if e.get('event') == name]

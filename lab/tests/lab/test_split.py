@@ -537,14 +537,18 @@ class InBackground:
         return self.result
 
 
-@pytest.mark.parametrize('driver', profile.drivers('virsh'), indirect=True)
+# Both drivers in both profiles: libvirt's part and QEMU's monitor out of
+# band are both what this test is about.
+@pytest.mark.parametrize('driver', profile.DRIVERS, indirect=True)
 def test_lost_server_while_the_main_loop_waits(driver, lab):
     """The main loop waits for a page of the lost server, with the BQL.
 
     pmemsave reads guest memory in QEMU's main loop, so it waits there for
     a remote page once C is cut off.  The pager must still say that the
     VM cannot go on (the event, and libvirt's state), and everything must
-    go on once C is back.
+    go on once C is back.  Through QEMU's monitor, ``x-query-split`` out
+    of band answers meanwhile (``paused``); libvirt has no out-of-band
+    commands, and says so from the event.
     """
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
@@ -562,6 +566,10 @@ def test_lost_server_while_the_main_loop_waits(driver, lab):
         assert re.search(r'"?paused"?\W+true', str(lost).lower()), lost
         # What this test is about: the main loop still waits.
         assert dump.running(), 'pmemsave read no remote page'
+        if driver == 'qmp':
+            st = g.events.oob('x-query-split')
+            assert st['state'] == 'paused', st
+            assert dump.running(), 'pmemsave read no remote page'
         if driver == 'virsh':
             print(g.wait_lifecycle('Suspended Memory server lost'))
             assert g.state_reason() == 'paused (memory server lost)'
