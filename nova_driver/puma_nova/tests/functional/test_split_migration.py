@@ -839,6 +839,10 @@ class ComputeRPCTest(PumaServersTestBase):
         self.assertEqual(16 * GIB, report['memory_mb'])
         self.assertEqual(512, report['merged_mb'])
         self.assertEqual([server['id']], [v['uuid'] for v in report['vms']])
+        # PumaVMReport 1.1 (RPC 1.7): a guest's first report is neither
+        # lendable nor in grace.
+        self.assertEqual((False, False), (report['vms'][0]['lendable'],
+                                          report['vms'][0]['lending_grace']))
 
     def test_apply_pairs(self):
         pair = {'borrower': 'b', 'lender': 'l',
