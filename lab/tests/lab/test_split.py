@@ -476,14 +476,23 @@ def test_mirror_never_serves_a_missed_page_out(driver, lab):
     verified(g, pid)
 
 
-@pytest.mark.parametrize('driver', profile.drivers('virsh'), indirect=True)
-def test_lost_server_pauses_then_resumes(driver, lab):
+def split_onto_one_server(driver, lab, name):
+    """Guest NAME split-migrated from A to B, its pages on C's only server.
+
+    Returns B, C, the guest and memverify's pid.
+    """
     a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
     srv = memserver.MemoryServer(c).start()
-    g = split.make_guest(driver, lab, a, 'vm3', mem_mb=MEM_MB)
+    g = split.make_guest(driver, lab, a, name, mem_mb=MEM_MB)
     pid = workload(g)
     g.migrate(b, [srv], LIMIT)
     walk(g, 1)
+    return b, c, g, pid
+
+
+@pytest.mark.parametrize('driver', profile.drivers('virsh'), indirect=True)
+def test_lost_server_pauses_then_resumes(driver, lab):
+    _b, c, g, pid = split_onto_one_server(driver, lab, 'vm3')
     g.watch_events()
     c.set_link(False)
     try:
@@ -550,12 +559,7 @@ def test_lost_server_while_the_main_loop_waits(driver, lab):
     of band answers meanwhile (``paused``); libvirt has no out-of-band
     commands, and says so from the event.
     """
-    a, b, c = split.make_hosts(lab, driver, ('a', 'b', 'c'))
-    srv = memserver.MemoryServer(c).start()
-    g = split.make_guest(driver, lab, a, 'vm-ml', mem_mb=MEM_MB)
-    pid = workload(g)
-    g.migrate(b, [srv], LIMIT)
-    walk(g, 1)
+    b, c, g, pid = split_onto_one_server(driver, lab, 'vm-ml')
     assert g.qmp('x-query-split')['remote-pages'] > 0
     g.watch_events()
     c.set_link(False)

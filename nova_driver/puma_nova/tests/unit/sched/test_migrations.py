@@ -71,15 +71,20 @@ class TestUpgradeKeepsHosts(testtools.TestCase):
         db_api.configure('sqlite:///' + os.path.join(tmp, 'puma.sqlite'))
         self.addCleanup(db_api.configure)
 
+    @staticmethod
+    def _host_at_0001(conn):
+        """Host 'a' as schema 0001 stores it."""
+        conn.execute(sa.text(
+            "INSERT INTO hosts (name, address, memory_mb, free_mb, "
+            "lendable_mb, shoot4u, split, updated_at) VALUES "
+            "('a', '10.0.0.1', 4096, 2048, 1024, 0, 1, "
+            "'2026-11-29 00:00:00')"))
+
     def test_0002_host_merged_mb(self):
         migration.upgrade('0001')
         engine = db_api.get_engine()
         with engine.begin() as conn:
-            conn.execute(sa.text(
-                "INSERT INTO hosts (name, address, memory_mb, free_mb, "
-                "lendable_mb, shoot4u, split, updated_at) VALUES "
-                "('a', '10.0.0.1', 4096, 2048, 1024, 0, 1, "
-                "'2026-11-29 00:00:00')"))
+            self._host_at_0001(conn)
         migration.upgrade('0002')
         self.assertEqual('0002', migration.version())
         with engine.connect() as conn:
@@ -88,14 +93,10 @@ class TestUpgradeKeepsHosts(testtools.TestCase):
         self.assertEqual(('a', 2048, 0), tuple(row))
 
     def test_0003_vm_lending_grace(self):
-        migration.upgrade('0002')
+        migration.upgrade('0001')
         engine = db_api.get_engine()
         with engine.begin() as conn:
-            conn.execute(sa.text(
-                "INSERT INTO hosts (name, address, memory_mb, free_mb, "
-                "lendable_mb, merged_mb, shoot4u, split, updated_at) VALUES "
-                "('a', '10.0.0.1', 4096, 2048, 1024, 0, 0, 1, "
-                "'2026-11-29 00:00:00')"))
+            self._host_at_0001(conn)
             conn.execute(sa.text(
                 "INSERT INTO vm_stats (uuid, host, project_id, memory_mb, "
                 "rss_mb, free_mb, cache_miss_rate, refaults, lendable) "
