@@ -32,6 +32,9 @@ MEMORY_SERVER_UNIT_TESTS = ('test-memory-server-frame',
                             'test-memory-server-daemon',
                             'test-memory-server-tls',
                             'test-memory-server-fuzz',
+                            # the location map loader and the checks of
+                            # memory-server replies (patches 62-67)
+                            'test-split-fuzz',
                             # PSK usernames checked by authz (patch 27)
                             'test-crypto-tlssession')
 
