@@ -26,9 +26,12 @@ PUMA_APT_PACKAGES="
 	chromium chromium-driver
 	python3 python3-pip python3-dev"
 # Daemons the lab runs privately, one instance per test or cloud
-# (lib/rabbitmq.sh, lib/mariadb.sh; Prometheus in lab/tests/lab/test_exporter.py);
+# (lib/rabbitmq.sh, lib/mariadb.sh; Prometheus in lab/tests/lab/test_exporter.py;
+# Open vSwitch and OVN in lab/puma_lab/ovn.py);
 # their Debian services must never start: see install_daemons.
-PUMA_APT_DAEMONS="rabbitmq-server mariadb-server prometheus"
+# Open vSwitch and OVN for the lab cloud's Neutron (lab/puma_lab/ovn.py).
+PUMA_APT_DAEMONS="rabbitmq-server mariadb-server prometheus
+	openvswitch-switch ovn-central ovn-host"
 # meson >= 1.5 is required by QEMU 10.0; bookworm has it in backports.
 PUMA_APT_BACKPORTS="meson"
 # The lab's own Python environment: tox plus what lab/requirements.txt lists.

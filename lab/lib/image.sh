@@ -20,7 +20,7 @@
 PUMA_IMAGE_SH=${BASH_SOURCE[0]}
 PUMA_GUEST_SUITE=bookworm
 PUMA_GUEST_MIRROR=http://deb.debian.org/debian
-PUMA_GUEST_PACKAGES="fio,sqlite3,stress-ng,qemu-guest-agent,kmod,iproute2,iputils-ping,procps,xfsprogs,util-linux,e2fsprogs"
+PUMA_GUEST_PACKAGES="fio,sqlite3,stress-ng,qemu-guest-agent,kmod,iproute2,iputils-ping,procps,xfsprogs,util-linux,e2fsprogs,busybox"
 # Modules the guests load (with their dependencies from modules.dep); the
 # crypto ones are the AES-GCM a Puma borrower seals its pages with.
 PUMA_GUEST_MODULES="virtio_pci virtio_blk virtio_net virtio_console virtio_balloon

@@ -8,10 +8,12 @@ On the control host it starts, as real services of OpenStack 2026.2 from
 the cloud environment (``lab/setup cloud``): a private MariaDB
 (lab/lib/mariadb.sh) and the lab's RabbitMQ (lab/lib/rabbitmq.sh),
 Keystone (fernet tokens), Placement, Glance (file store), Nova's API,
-conductor and scheduler, and Neutron's API server with ML2; each WSGI
-service runs under uWSGI. On every compute host it starts nova-compute
-with the Puma driver (``puma-nova-compute``, the Nova environment of
-``lab/setup nova``) against that host's libvirtd, and puma-exporter,
+conductor and scheduler, Neutron's API server with ML2 and OVN (its
+databases and ovn-northd here, Open vSwitch and ovn-controller on each
+compute host: :mod:`puma_lab.ovn`); each WSGI service runs under uWSGI.
+On every compute host it starts nova-compute with the Puma driver
+(``puma-nova-compute``, the Nova environment of ``lab/setup nova``)
+against that host's libvirtd, and puma-exporter,
 which Prometheus on the control host scrapes
 (:mod:`puma_lab.cloud_monitoring`). It writes ``clouds.yaml`` (clouds
 ``lab-admin`` and ``lab-demo``) in the cloud's run directory.
@@ -44,6 +46,7 @@ from puma_lab import host as host_mod
 from puma_lab import lab as lab_mod
 from puma_lab import netns
 from puma_lab import nova_compute
+from puma_lab import ovn
 from puma_lab import paths
 from puma_lab import prometheus
 
@@ -115,7 +118,7 @@ def missing():
     if not os.path.exists(os.path.join(env_dir(), 'good')):
         return 'no cloud environment in %s (run lab/setup cloud)' % env_dir()
     why = (nova_compute.missing() or horizon.missing(browser=False) or
-           prometheus.missing())
+           prometheus.missing() or ovn.missing())
     if why:
         return why
     for path, step in (('/usr/sbin/mariadbd', 'deps'),
@@ -432,7 +435,8 @@ class Cloud:
             os.makedirs(own, exist_ok=True)
             # Nova's node name is libvirt's host name: one per host.
             h = host_mod.Host(lab, name, hostname=name,
-                              binds=[(own, self.path('instances'))],
+                              binds=[(own, self.path('instances'))] +
+                              ovn.host_binds(self, name),
                               standard_state_dir=True).start()
             hosts.append(h)
             self.state['hosts'][name] = {'ns': h.ns, 'addr': h.addr,
@@ -467,11 +471,13 @@ class Cloud:
         self.save()
         self.placement()
         self.glance()
+        ovn.start_central(self)
         self.neutron()
         self.nova()
         self.puma()
         horizon.start(self)
         for h in hosts:
+            ovn.start_chassis(self, h)
             self.compute(h)
         self.step('waiting for nova-compute on %s' % ', '.join(COMPUTES))
         self.ops('wait-computes', {'cloud': 'lab-admin',
@@ -485,6 +491,12 @@ class Cloud:
         if sorted(found) != sorted(COMPUTES):
             raise errors.LabError('hypervisors after discover_hosts: %s'
                                   % found)
+        ovn.wait_chassis(self, COMPUTES)
+        self.step('shared network %s (%s)' % (ovn.NETWORK, ovn.CIDR))
+        self.state['network'] = self.ops('network', {
+            'cloud': 'lab-admin', 'name': ovn.NETWORK,
+            'subnet': ovn.SUBNET, 'cidr': ovn.CIDR})
+        self.save()
         cloud_monitoring.start(self, hosts)
 
     def keystone(self):
@@ -572,19 +584,20 @@ class Cloud:
                 'project_name': 'service'}),
             'oslo_concurrency': {'lock_path': os.path.join(n, 'lock')},
         })
-        write_ini(os.path.join(n, 'plugins', 'ml2', 'ml2_conf.ini'), {
-            'ml2': {'type_drivers': 'flat,vxlan',
-                    'tenant_network_types': 'vxlan',
-                    'mechanism_drivers': 'openvswitch',
-                    'extension_drivers': 'port_security'},
-            'ml2_type_flat': {'flat_networks': 'physnet1'},
-            'ml2_type_vxlan': {'vni_ranges': '1:1000'},
-        })
-        self.run([venv('bin', 'neutron-db-manage'), '--config-file',
-                  os.path.join(n, 'neutron.conf'), '--config-file',
-                  os.path.join(n, 'plugins', 'ml2', 'ml2_conf.ini'),
-                  'upgrade', 'heads'])
+        ml2 = os.path.join(n, 'plugins', 'ml2', 'ml2_conf.ini')
+        write_ini(ml2, ovn.ml2_conf(self))
+        confs = ['--config-file', os.path.join(n, 'neutron.conf'),
+                 '--config-file', ml2]
+        self.run([venv('bin', 'neutron-db-manage')] + confs +
+                 ['upgrade', 'heads'])
         self.wsgi('neutron')
+        # Under uWSGI the API server runs no other worker: the OVN
+        # driver's maintenance (the NB database's sync, its hash ring)
+        # and Neutron's periodic tasks are processes of their own, as
+        # devstack starts them.
+        for svc in ('neutron-ovn-maintenance-worker',
+                    'neutron-periodic-workers'):
+            self.spawn(svc, [venv('bin', svc)] + confs)
 
     def puma_site(self):
         """The checkout's puma_nova, installed for the cloud environment.
@@ -738,6 +751,10 @@ class Cloud:
             libvirt={'virt_type': 'qemu', 'connection_uri': h.uri,
                      'live_migration_inbound_addr': h.addr},
             oslo_concurrency={'lock_path': os.path.join(d, 'lock')},
+            # os-vif plugs ports into this host's br-int through its own
+            # ovsdb-server (puma_lab.ovn), not over TCP.
+            os_vif_ovs={'ovsdb_connection':
+                        'unix:/run/openvswitch/db.sock'},
             # The guest kernel image (aki, a bzImage) starts with a boot
             # sector that Nova's format inspector takes for a bad MBR when
             # the destination of a live migration fetches it ("Safety

@@ -15,6 +15,7 @@ import time
 
 from puma_lab import cloud as cloud_mod
 from puma_lab import errors
+from puma_lab import ovn
 from puma_lab import paths
 
 FLAVOR = 'puma.small'
@@ -25,6 +26,8 @@ SPLIT_FLAVOR = 'puma.split'
 # [puma_scheduler] min_resident_ratio of it.
 MAIN_FREE_MB = 128
 IMAGE = 'puma-debian'
+# Every server's NIC: the cloud's shared network (Neutron, OVN).
+NETWORK = ovn.NETWORK
 KERNEL = '6.1'
 SERVER_TIMEOUT = 300
 # Tries of one guest agent command whose agent did not answer in time.
@@ -178,6 +181,23 @@ def agent(cloud, host, domain, execute, timeout=10, **arguments):
             time.sleep(2)
 
 
+def guest_exec(cloud, host, domain, *argv, timeout=60):
+    """Run ARGV in DOMAIN through its guest agent: (exit code, out, err)."""
+    started = agent(cloud, host, domain, 'guest-exec', path=argv[0],
+                    arg=list(argv[1:]), **{'capture-output': True})
+    deadline = time.monotonic() + timeout
+    while True:
+        st = agent(cloud, host, domain, 'guest-exec-status',
+                   pid=started['pid'])
+        if st['exited']:
+            return (st['exitcode'],
+                    base64.b64decode(st.get('out-data', '')).decode(),
+                    base64.b64decode(st.get('err-data', '')).decode())
+        assert time.monotonic() < deadline, \
+            '%s did not end in %d s in %s' % (argv, timeout, domain)
+        time.sleep(1)
+
+
 def agent_read(cloud, host, domain, path):
     """The content of the guest's file PATH, read through its agent."""
     handle = agent(cloud, host, domain, 'guest-file-open', path=path)
@@ -213,12 +233,54 @@ def split_server(cloud, name, flavor=SPLIT_FLAVOR, properties=()):
         osc(cloud, 'flavor', 'create', '--ram', '512', '--vcpus', '1',
             '--disk', '1', *props, flavor)
     server = osc(cloud, 'server', 'create', '--flavor', flavor,
-                 '--image', IMAGE, '--nic', 'none', '--availability-zone',
+                 '--image', IMAGE, '--network', NETWORK, '--availability-zone',
                  'nova:a', '--wait', name)
     assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
         ('ACTIVE', 'a'), server
     return (server['id'], server['OS-EXT-SRV-ATTR:instance_name'],
             verified(cloud, name))
+
+
+def server_port(cloud, server):
+    """The Neutron port of SERVER (it has one), as the admin sees it."""
+    ports = osc(cloud, 'port', 'list', '--server', server)
+    assert len(ports) == 1, ports
+    return osc(cloud, 'port', 'show', ports[0]['ID'])
+
+
+def ovn_port(cloud, port_id):
+    """PORT_ID in OVN: (its switch port is up, the chassis that has it)."""
+    st = cloud.state['ovn']
+    up = cloud.run(['ovn-nbctl', '--db=unix:' + st['nb_sock'], '--bare',
+                    '--columns=up', 'find', 'Logical_Switch_Port',
+                    'name=%s' % port_id]).strip()
+    chassis = cloud.run(['ovn-sbctl', '--db=unix:' + st['sb_sock'],
+                         '--bare', '--columns=chassis', 'find',
+                         'Port_Binding', 'logical_port=%s' % port_id]).strip()
+    host = None
+    if chassis:
+        host = cloud.run(['ovn-sbctl', '--db=unix:' + st['sb_sock'],
+                          '--bare', '--columns=hostname', 'list', 'Chassis',
+                          chassis]).strip()
+    return up == 'true', host
+
+
+def bound_on(cloud, server, host):
+    """SERVER's port is bound on HOST, in Neutron and in OVN.
+
+    Neutron bound it there with its ovn driver for OVS's userspace
+    datapath on br-int, and HOST's ovn-controller claimed it.  Returns
+    the port.
+    """
+    port = server_port(cloud, server)
+    details = port['binding_vif_details']
+    assert (port['status'], port['binding_host_id'],
+            port['binding_vif_type'], details['bound_drivers'],
+            details['bridge_name'], details['datapath_type']) == (
+        'ACTIVE', host, 'ovs', {'0': 'ovn'}, ovn.BRIDGE, 'netdev'), port
+    wait_for('%s claimed by OVN on %s' % (port['id'], host),
+             lambda: ovn_port(cloud, port['id']) == (True, host), 60)
+    return port
 
 
 def migrate(cloud, server, host, wait=True):

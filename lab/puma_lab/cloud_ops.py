@@ -10,6 +10,7 @@ with openstacksdk. Commands (one JSON argument each)::
     accounts  {"auth": {...}, "services": [...], "demo": {...}}
     wait-computes {"cloud": NAME, "hosts": [...], "timeout": s}
     hypervisors {"cloud": NAME}
+    network {"cloud": NAME, "name": ..., "subnet": ..., "cidr": ...}
 """
 
 import json
@@ -120,6 +121,24 @@ def hypervisors(cloud):
     return {h.name: h.state for h in conn.compute.hypervisors(details=True)}
 
 
+def network(cloud, name, subnet, cidr):
+    """A shared tenant network with a DHCP subnet (kept if it exists).
+
+    Neutron's default network type (geneve, OVN); OVN answers DHCP
+    itself. Returns the network's and the subnet's IDs.
+    """
+    import openstack
+    conn = openstack.connect(cloud=cloud)
+    net = (conn.network.find_network(name) or
+           conn.network.create_network(name=name, shared=True))
+    sub = (conn.network.find_subnet(subnet, network_id=net.id) or
+           conn.network.create_subnet(name=subnet, network_id=net.id,
+                                      ip_version=4, cidr=cidr,
+                                      enable_dhcp=True))
+    return {'network': net.id, 'subnet': sub.id,
+            'type': net.provider_network_type}
+
+
 def main(argv):
     cmd, arg = argv[1], json.loads(argv[2])
     if cmd == 'wait-http':
@@ -130,6 +149,8 @@ def main(argv):
         out = hypervisors(arg['cloud'])
     elif cmd == 'wait-computes':
         out = wait_computes(arg['cloud'], arg['hosts'], arg['timeout'])
+    elif cmd == 'network':
+        out = network(arg['cloud'], arg['name'], arg['subnet'], arg['cidr'])
     else:
         raise SystemExit('unknown command %r' % cmd)
     print(json.dumps(out))
