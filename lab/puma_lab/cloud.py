@@ -444,6 +444,7 @@ class Cloud:
                                          'uri': h.uri}
             self.save()
         self.lending_channel(lab, hosts)
+        ovn.overlay_network(self, lab, hosts)
         self.step('MariaDB and RabbitMQ on %s' % ctl.addr)
         self.sh('start_mariadb %s %d' % (self.path('mariadb'), DB_PORT))
         self.state['mariadb'] = self.path('mariadb')

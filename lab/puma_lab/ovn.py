@@ -24,20 +24,33 @@ not), and Nova's libvirt driver plugs a tap device into ``br-int`` with a
 Each compute host's ``/run/openvswitch`` and ``/run/ovn`` are folders of
 its own, bind-mounted in its libvirtd's mount namespace (the daemons run
 there too), so that libvirt's and os-vif's ``ovs-vsctl`` reach that
-host's switch. Traffic between hosts would go through Geneve tunnels,
-which OVS's userspace datapath only carries once the tunnel endpoint is
-an address of an OVS bridge; the lab does not set that up (see
-docs/lab-cloud.md): ports of one host switch to each other.
+host's switch.
+
+Traffic between hosts goes through Geneve tunnels on an overlay network
+of its own (``10.78.0.0/24``, a switch ``brt`` in the lab's namespace
+and a veth ``tun0`` on each host), apart from the lab network that
+carries the control plane and the migrations, as a datacenter keeps its
+tenant overlay apart. OVS's userspace datapath sends tunnel packets
+itself, so the tunnel endpoint is an address of an OVS bridge: ``tun0``
+is a port of ``br-phy`` (userspace datapath too), which holds the
+host's overlay address, and ovs-vswitchd gets the overlay's route.
 """
 
 import os
 import time
 
 from puma_lab import errors
+from puma_lab import netns
 
 NB_PORT = 6641
 SB_PORT = 6642
 BRIDGE = 'br-int'
+# The overlay network of the tunnels: the lab's switch, each host's NIC
+# and the OVS bridge that holds the host's overlay address.
+OVERLAY_SWITCH = 'brt'
+OVERLAY_NIC = 'tun0'
+OVERLAY_BRIDGE = 'br-phy'
+OVERLAY_NET = '10.78.0.0/24'
 NB_SCHEMA = '/usr/share/ovn/ovn-nb.ovsschema'
 SB_SCHEMA = '/usr/share/ovn/ovn-sb.ovsschema'
 VSWITCH_SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema'
@@ -78,6 +91,23 @@ def host_binds(cloud, name):
         os.makedirs(src, exist_ok=True)
         binds.append((src, target))
     return binds
+
+
+def overlay_addr(h):
+    """Host H's address on the overlay network."""
+    return '10.78.0.%d' % (10 + h.index)
+
+
+def overlay_network(cloud, lab, hosts):
+    """The overlay's switch in the lab's namespace and a NIC on each host."""
+    cloud.step('overlay network %s: %s on %s' % (
+        OVERLAY_NET, OVERLAY_NIC, ', '.join(h.name for h in hosts)))
+    netns.add_bridge(lab.ns, OVERLAY_SWITCH)
+    for h in hosts:
+        netns.add_veth(h.ns, OVERLAY_NIC, lab.ns, 't%s' % h.index)
+        netns.run('ip', 'link', 'set', 't%s' % h.index, 'master',
+                  OVERLAY_SWITCH, 'up', ns=lab.ns)
+        netns.run('ip', 'link', 'set', OVERLAY_NIC, 'up', ns=h.ns)
 
 
 def _wait(what, check, timeout):
@@ -155,13 +185,26 @@ def start_chassis(cloud, h):
         '--timeout=60', '--may-exist', 'add-br', BRIDGE, '--', 'set',
         'Bridge', BRIDGE, 'datapath_type=netdev', 'fail_mode=secure',
         'other_config:disable-in-band=true'], ns=ns)
+    # The tunnel endpoint: the overlay address on br-phy, and its route
+    # in ovs-vswitchd's own table (which reads the kernel's host routes
+    # but missed the overlay's here).
+    addr = overlay_addr(h)
+    cloud.run(vsctl + [
+        '--timeout=60', '--may-exist', 'add-br', OVERLAY_BRIDGE, '--',
+        'set', 'Bridge', OVERLAY_BRIDGE, 'datapath_type=netdev', '--',
+        '--may-exist', 'add-port', OVERLAY_BRIDGE, OVERLAY_NIC], ns=ns)
+    netns.set_addr(ns, OVERLAY_BRIDGE, '%s/%s' % (
+        addr, OVERLAY_NET.split('/')[1]))
+    cloud.run(inside + ['ovs-appctl', '-t', '%s/ovs-vswitchd.ctl' % d,
+                        'ovs/route/add', OVERLAY_NET, OVERLAY_BRIDGE],
+              ns=ns)
     cloud.run(vsctl + [
         'set', 'Open_vSwitch', '.',
         'external-ids:system-id=%s' % h.name,
         'external-ids:hostname=%s' % h.name,
         'external-ids:ovn-remote=%s' % sb_url(cloud),
         'external-ids:ovn-encap-type=geneve',
-        'external-ids:ovn-encap-ip=%s' % h.addr,
+        'external-ids:ovn-encap-ip=%s' % addr,
         'external-ids:ovn-bridge=%s' % BRIDGE,
         'external-ids:ovn-bridge-datapath-type=netdev'], ns=ns)
     cloud.spawn('ovn-controller-%s' % h.name, inside + [

@@ -8,8 +8,9 @@ it to the host Nova chose, for OVS's userspace datapath on that host's
 plugged, and Nova's boot waits for Neutron's ``network-vif-plugged``
 (puma_lab.ovn).  Here, on real services: the binding in Neutron and in
 OVN, the address OVN's own DHCP hands the guest, traffic between two
-guests through OVN's switch and its security group, and all of that
-again after both servers live-migrated to another host.
+guests through OVN's switch and its security group, on one host and,
+through a Geneve tunnel, on two, and the bindings after each live
+migration.
 """
 
 from puma_lab import cloud_checks as cc
@@ -61,9 +62,10 @@ def _ping(cloud, host, domain, ip):
 def test_ports_bound_by_ovn_with_dhcp_and_traffic(cloud):
     """Two servers on a: bound there, DHCP from OVN, they reach each other.
 
-    Then both live-migrate to b: their ports are bound on b (Neutron's
-    port binding of the destination, activated by Nova, claimed by b's
-    ovn-controller) and they reach each other there.
+    Then one and then the other live-migrates to b: its port is bound on
+    b (Neutron's port binding of the destination, activated by Nova,
+    claimed by b's ovn-controller), and the two reach each other from a
+    to b (a Geneve tunnel) and then on b.
     """
     cc.guest_image(cloud)
     net = cc.osc(cloud, 'network', 'show', cc.NETWORK)
@@ -81,6 +83,9 @@ def test_ports_bound_by_ovn_with_dhcp_and_traffic(cloud):
     (d1, _, ip1), (d2, _, ip2) = servers['net1'], servers['net2']
     assert _ping(cloud, 'a', d1, ip2) and _ping(cloud, 'a', d2, ip1)
 
+    # net1 moves to b: the two reach each other through a Geneve tunnel
+    # between a and b on the overlay network; then net2 follows.
+    hosts = {'net1': 'a', 'net2': 'a'}
     for name in ('net1', 'net2'):
         cc.migrate(cloud, name, 'b')
         moved = cc.osc(cloud, 'server', 'show', name)
@@ -88,7 +93,9 @@ def test_ports_bound_by_ovn_with_dhcp_and_traffic(cloud):
             ('ACTIVE', 'b'), moved
         port = cc.bound_on(cloud, name, 'b')
         assert port['id'] == servers[name][1]['id'], port
-    assert _ping(cloud, 'b', d1, ip2) and _ping(cloud, 'b', d2, ip1)
+        hosts[name] = 'b'
+        assert _ping(cloud, hosts['net1'], d1, ip2)
+        assert _ping(cloud, hosts['net2'], d2, ip1)
     cc.verified(cloud, 'net1')
 
     for name in ('net1', 'net2'):
