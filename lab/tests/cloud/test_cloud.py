@@ -4,7 +4,7 @@
 One cloud for the session (the ``cloud`` fixture of lab/tests/conftest.py:
 puma_lab.cloud brings it up, as ``./lab/cloud up`` does, in about 1.5 to
 2 minutes on 2 cores), shared with test_cloud_faults.py:
-Keystone, Placement, Glance, Neutron's API server with ML2, Nova's API,
+Keystone, Placement, Glance, Neutron with ML2/OVN, Nova's API,
 conductor and scheduler on the control host, nova-compute with the Puma
 driver on hosts a, b and c. The tests use the standard ``openstack``
 client with the cloud's clouds.yaml, in the control namespace.
@@ -21,9 +21,9 @@ runs a checksummed working set (the guest init's ``puma.workset``,
 reported on the serial console, which the tests read with ``openstack
 console log show``, and read through the guest agent too); the helpers
 are in puma_lab.cloud_checks; Horizon, control-plane faults and
-Shoot4U have test modules of their own.  What the cloud tests do not
-cover yet (docs/lab-cloud.md): ports bound by a Neutron agent (servers
-are created with ``--nic none``).
+Shoot4U have test modules of their own.  Every server has a port on
+the cloud's shared network, bound by Neutron's OVN driver
+(test_cloud_network.py checks the ports and the guests' traffic).
 """
 
 import io
