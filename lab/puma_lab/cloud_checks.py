@@ -26,7 +26,7 @@ SPLIT_FLAVOR = 'puma.split'
 # [puma_scheduler] min_resident_ratio of it.
 MAIN_FREE_MB = 128
 IMAGE = 'puma-debian'
-# Every server's NIC: the cloud's shared network (Neutron, OVN).
+# The cloud's shared network (Neutron, OVN): the network test's servers.
 NETWORK = ovn.NETWORK
 KERNEL = '6.1'
 SERVER_TIMEOUT = 300
@@ -233,7 +233,7 @@ def split_server(cloud, name, flavor=SPLIT_FLAVOR, properties=()):
         osc(cloud, 'flavor', 'create', '--ram', '512', '--vcpus', '1',
             '--disk', '1', *props, flavor)
     server = osc(cloud, 'server', 'create', '--flavor', flavor,
-                 '--image', IMAGE, '--network', NETWORK, '--availability-zone',
+                 '--image', IMAGE, '--nic', 'none', '--availability-zone',
                  'nova:a', '--wait', name)
     assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
         ('ACTIVE', 'a'), server
@@ -272,7 +272,11 @@ def bound_on(cloud, server, host):
     datapath on br-int, and HOST's ovn-controller claimed it.  Returns
     the port.
     """
-    port = server_port(cloud, server)
+    # Neutron sets a port ACTIVE once OVN reports it up, a moment after
+    # the binding moved (a live migration returns before that).
+    port = wait_for('%s\'s port ACTIVE on %s' % (server, host), lambda: (
+        lambda p: p if (p['status'], p['binding_host_id']) ==
+        ('ACTIVE', host) else None)(server_port(cloud, server)), 60)
     details = port['binding_vif_details']
     assert (port['status'], port['binding_host_id'],
             port['binding_vif_type'], details['bound_drivers'],

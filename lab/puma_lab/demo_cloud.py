@@ -76,13 +76,6 @@ def _show(cloud):
           'unused %d; page-ins %d, page-outs %d' % (
               st['state'], st['resident-pages'], st['remote-pages'],
               st['unused-pages'], st['page-ins'], st['page-outs']))
-    port = cc.bound_on(cloud, SERVER, 'b')
-    print('its port %s (%s on %s): bound on %s by Neutron\'s %s driver, '
-          'claimed by OVN on %s' % (
-              port['id'][:8], port['fixed_ips'][0]['ip_address'],
-              cc.NETWORK, port['binding_host_id'],
-              port['binding_vif_details']['bound_drivers']['0'],
-              cc.ovn_port(cloud, port['id'])[1]))
     after = cc.verified(cloud, SERVER, after=rounds)
     print('working set: verified through round %d after the move'
           % after)

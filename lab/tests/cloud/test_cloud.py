@@ -21,9 +21,10 @@ runs a checksummed working set (the guest init's ``puma.workset``,
 reported on the serial console, which the tests read with ``openstack
 console log show``, and read through the guest agent too); the helpers
 are in puma_lab.cloud_checks; Horizon, control-plane faults and
-Shoot4U have test modules of their own.  Every server has a port on
-the cloud's shared network, bound by Neutron's OVN driver
-(test_cloud_network.py checks the ports and the guests' traffic).
+Shoot4U have test modules of their own, and so has networking
+(test_zy_cloud_network.py: servers with ports bound by Neutron's OVN
+driver); the servers here are created with ``--nic none``
+(docs/lab-cloud.md says why).
 """
 
 import io
@@ -149,8 +150,7 @@ def test_image_upload_server_create_and_live_migration(cloud):
 
     t0 = time.monotonic()
     server = cc.osc(cloud, 'server', 'create', '--flavor', cc.FLAVOR,
-                    '--image', cc.IMAGE, '--network', cc.NETWORK,
-                    '--wait', 'vm1')
+                    '--image', cc.IMAGE, '--nic', 'none', '--wait', 'vm1')
     took = time.monotonic() - t0
     assert server['status'] == 'ACTIVE', server
     host = server['OS-EXT-SRV-ATTR:host']
@@ -244,10 +244,15 @@ def test_split_migration_through_the_api(cloud, small_b):
     print('split migration a -> b (sub host c) in %.1f s: %s; ledger %s'
           % (took, split, entries))
     # Pages the guest used went to c, those it never used nowhere; b
-    # keeps at most the plan's resident limit.
+    # keeps the plan's resident limit, give or take the pages faulted in
+    # since the pager's last page-out: it pages out once it sees the
+    # limit passed, and each remote fault brings its page and up to 15
+    # neighbours (PAGER_PREFETCH).  A clean run of 2026-12-01 saw 16
+    # pages over (16400 resident, limit 16384); allow one page-out batch
+    # (PAGER_PAGEOUT_BATCH, 64 pages).
     assert split['remote-pages'] > 0 and split['unused-pages'] > 0, split
     assert split['resident-pages'] * 4096 <= \
-        entries[0]['main_limit_mb'] << 20, (split, entries)
+        (entries[0]['main_limit_mb'] << 20) + 64 * 4096, (split, entries)
     assert [s['state'] for s in split['servers']] == ['up'], split
     # Every page of the working set came back right from b or from c.
     rounds = cc.verified(cloud, 'vm2', after=rounds)

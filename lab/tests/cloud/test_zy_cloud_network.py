@@ -1,29 +1,31 @@
 # SPDX-License-Identifier: Apache-2.0
 """Neutron binds the servers' ports, and OVN carries their traffic.
 
-Every server of the lab cloud has a port on the shared network
-(``private``, Neutron's geneve type).  Neutron's ML2 ``ovn`` driver binds
-it to the host Nova chose, for OVS's userspace datapath on that host's
-``br-int``; the host's ovn-controller claims it once Nova's VIF is
-plugged, and Nova's boot waits for Neutron's ``network-vif-plugged``
-(puma_lab.ovn).  Here, on real services: the binding in Neutron and in
-OVN, the address OVN's own DHCP hands the guest, traffic between two
-guests through OVN's switch and its security group, on one host and,
-through a Geneve tunnel, on two, and the bindings after each live
-migration.
+The shared network ``private`` (Neutron's geneve type): Neutron's ML2
+``ovn`` driver binds each port to the host Nova chose, for OVS's
+userspace datapath on that host's ``br-int``; the host's ovn-controller
+claims it once Nova's VIF is plugged, and Nova's boot waits for
+Neutron's ``network-vif-plugged`` (puma_lab.ovn).  Here, on real
+services: the binding in Neutron and in OVN, the address OVN's own DHCP
+hands the guest, traffic between two guests through OVN's switch and
+its security group, on one host and, through a Geneve tunnel, on two,
+and the bindings after each live migration.
+
+The module runs last but for the teardown check (its name): the other
+cloud tests still boot without ports (docs/lab-cloud.md).
 """
 
 from puma_lab import cloud_checks as cc
 
-FLAVOR = 'puma.net'
+NET_FLAVOR = 'puma.net'
 
 
-def _server(cloud, name, host):
+def _net_server(cloud, name, host):
     if not [f for f in cc.osc(cloud, 'flavor', 'list')
-            if f['Name'] == FLAVOR]:
+            if f['Name'] == NET_FLAVOR]:
         cc.osc(cloud, 'flavor', 'create', '--ram', '384', '--vcpus', '1',
-               '--disk', '1', FLAVOR)
-    server = cc.osc(cloud, 'server', 'create', '--flavor', FLAVOR,
+               '--disk', '1', NET_FLAVOR)
+    server = cc.osc(cloud, 'server', 'create', '--flavor', NET_FLAVOR,
                     '--image', cc.IMAGE, '--network', cc.NETWORK,
                     '--availability-zone', 'nova:' + host, '--wait', name)
     assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
@@ -73,7 +75,7 @@ def test_ports_bound_by_ovn_with_dhcp_and_traffic(cloud):
             net['status']) == ('geneve', True, 'ACTIVE'), net
     servers = {}
     for name in ('net1', 'net2'):
-        s = _server(cloud, name, 'a')
+        s = _net_server(cloud, name, 'a')
         port = cc.bound_on(cloud, name, 'a')
         domain = s['OS-EXT-SRV-ATTR:instance_name']
         # Nova plugged the port into br-int as a tap device of OVS.
