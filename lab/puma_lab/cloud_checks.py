@@ -274,9 +274,12 @@ def bound_on(cloud, server, host):
     """
     # Neutron sets a port ACTIVE once OVN reports it up, a moment after
     # the binding moved (a live migration returns before that).
-    port = wait_for('%s\'s port ACTIVE on %s' % (server, host), lambda: (
-        lambda p: p if (p['status'], p['binding_host_id']) ==
-        ('ACTIVE', host) else None)(server_port(cloud, server)), 60)
+    def active():
+        port = server_port(cloud, server)
+        if (port['status'], port['binding_host_id']) == ('ACTIVE', host):
+            return port
+        return None
+    port = wait_for('%s\'s port ACTIVE on %s' % (server, host), active, 60)
     details = port['binding_vif_details']
     assert (port['status'], port['binding_host_id'],
             port['binding_vif_type'], details['bound_drivers'],
