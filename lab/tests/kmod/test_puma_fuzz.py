@@ -218,7 +218,15 @@ def test_weakened_check_is_caught(build):
     _keep('weakened.log', res.stderr)
     assert res.returncode != 0, 'weakened length check not caught:\n' + \
         res.stderr[-4000:]
-    assert 'ERROR: AddressSanitizer: heap-buffer-overflow' in res.stderr, \
-        res.stderr[-4000:]
+    # The short payload is read past its end in walk().  Where that read
+    # lands depends on the heap's layout on the machine: in the redzone
+    # after the buffer (heap-buffer-overflow) or in a chunk freed by an
+    # earlier input and still in ASan's quarantine (heap-use-after-free;
+    # seen in CI with -seed=1).  Either is the planted bug; anything else
+    # (a leak, a crash elsewhere) is not.
+    m = re.search(r'^SUMMARY: AddressSanitizer: (heap-buffer-overflow|'
+                  r'heap-use-after-free) \S+ in (\w+)$', res.stderr, re.M)
+    assert m and m.group(2) == 'walk', res.stderr[-4000:]
     execs = _stats(res.stderr).get('number_of_executed_units')
-    print('weakened length check caught after %s executions' % execs)
+    print('weakened length check caught (%s) after %s executions'
+          % (m.group(1), execs))
