@@ -25,6 +25,7 @@ from puma_lab import errors
 from puma_lab import memserver
 from puma_lab import paths
 from puma_lab import profile
+from puma_lab import replayer
 from puma_lab import split
 from puma_lab import tls
 
@@ -516,6 +517,49 @@ def test_lost_server_pauses_then_resumes(driver, lab):
     walk(g)
     assert g.qmp('x-query-split')['state'] == 'active'
     verified(g, pid)
+
+
+def test_reply_to_an_older_get_is_refused(lab, require):
+    """A server that answers a GET with an older reply is never believed.
+
+    B pages from C's server through lab/inject/msreplay.py, which, armed
+    once B's events are watched, after 20 more GETs answers one GET with
+    the reply to an earlier GET of as many pages (its sequence number and
+    data): what a server out of step, or a replaying man in the middle
+    on a plain connection, sends.  QEMU
+    must refuse it ("reply out of order"), treat the server as lost
+    (paused: it is the only one), reconnect (the relay is honest from
+    then on) and resume, every page verified.  Before QEMU's patch 65
+    the sequence number was never looked at, and the earlier pages were
+    copied into the ones the guest faulted on.  Through QMP only.
+    """
+    require('split migration through qmp', split.missing('qmp'))
+    a, b, c = split.make_hosts(lab, 'qmp', ('a', 'b', 'c'))
+    srv = memserver.MemoryServer(c).start()
+    relay = replayer.ReplayingServer(srv).start()
+    g = split.make_guest('qmp', lab, a, 'vm-replay', mem_mb=MEM_MB)
+    pid = workload(g)
+    g.migrate(b, [relay.uri], LIMIT)
+    g.watch_events()
+    relay.arm()
+    # memverify keeps rewriting its working set: B pages on its own.
+    deadline = time.monotonic() + 300
+    while not relay.replayed() and time.monotonic() < deadline:
+        time.sleep(1)
+    print(relay.output()[-2000:])
+    assert relay.replayed(), 'the relay never replayed a GET reply'
+    # Paused and resumed, or (before patch 65) running on the older pages.
+    walk(g)
+    wait_state(g, 'running')
+    st = g.qmp('x-query-split')
+    print('on B:', st)
+    verified(g, pid)
+    print(wait_log(g, r'Memory server %s: reply out of order.*'
+                   % re.escape(relay.uri)))
+    lost = g.wait_event('SPLIT_SERVER_LOST', timeout=60)
+    assert re.search(r'"?paused"?\W+true', str(lost).lower()), lost
+    g.wait_event('SPLIT_SERVER_RECOVERED', timeout=60)
+    assert st['state'] == 'active' and st['page-ins'] > 0, st
 
 
 class InBackground:
