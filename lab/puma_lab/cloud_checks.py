@@ -28,6 +28,10 @@ MAIN_FREE_MB = 128
 IMAGE = 'puma-debian'
 # The cloud's shared network (Neutron, OVN): the network test's servers.
 NETWORK = ovn.NETWORK
+# PUMA_CLOUD_PORTS=1 gives every test's servers a port on NETWORK (by
+# default only the network test's have one: docs/lab-cloud.md, Not done).
+PORTS = os.environ.get('PUMA_CLOUD_PORTS') == '1'
+
 KERNEL = '6.1'
 SERVER_TIMEOUT = 300
 # Tries of one guest agent command whose agent did not answer in time.
@@ -39,6 +43,11 @@ WORKSET_MB = 32
 # domain's migrate-setspeed for a migration that asks for none (Nova
 # asks for [libvirt] live_migration_bandwidth, 0 by default).
 SLOW_MIB_S = 2
+
+
+def nic_args():
+    """The `server create` options of a test's server: its port or none."""
+    return ['--network', NETWORK] if PORTS else ['--nic', 'none']
 
 
 def osc(cloud, *args, project='admin', fmt=True):
@@ -233,7 +242,7 @@ def split_server(cloud, name, flavor=SPLIT_FLAVOR, properties=()):
         osc(cloud, 'flavor', 'create', '--ram', '512', '--vcpus', '1',
             '--disk', '1', *props, flavor)
     server = osc(cloud, 'server', 'create', '--flavor', flavor,
-                 '--image', IMAGE, '--nic', 'none', '--availability-zone',
+                 '--image', IMAGE, *nic_args(), '--availability-zone',
                  'nova:a', '--wait', name)
     assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
         ('ACTIVE', 'a'), server

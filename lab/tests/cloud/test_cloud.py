@@ -150,7 +150,7 @@ def test_image_upload_server_create_and_live_migration(cloud):
 
     t0 = time.monotonic()
     server = cc.osc(cloud, 'server', 'create', '--flavor', cc.FLAVOR,
-                    '--image', cc.IMAGE, '--nic', 'none', '--wait', 'vm1')
+                    '--image', cc.IMAGE, *cc.nic_args(), '--wait', 'vm1')
     took = time.monotonic() - t0
     assert server['status'] == 'ACTIVE', server
     host = server['OS-EXT-SRV-ATTR:host']

@@ -51,7 +51,7 @@ def _server(cloud, name, flavor, ram, host, ephemeral_gb=0):
                '--disk', '1', '--ephemeral', str(ephemeral_gb),
                '--property', 'puma:lending=true', flavor)
     server = cc.osc(cloud, 'server', 'create', '--flavor', flavor,
-                    '--image', cl.IMAGE, '--nic', 'none',
+                    '--image', cl.IMAGE, *cc.nic_args(),
                     '--availability-zone', 'nova:' + host, '--wait', name)
     assert (server['status'], server['OS-EXT-SRV-ATTR:host']) == \
         ('ACTIVE', host), server

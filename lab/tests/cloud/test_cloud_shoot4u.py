@@ -60,7 +60,7 @@ def refused_boot(cloud, name, flavor_name, host):
     """A server of FLAVOR_NAME asked onto HOST: its fault, once ERROR."""
     try:
         cc.osc(cloud, 'server', 'create', '--flavor', flavor_name,
-               '--image', cc.IMAGE, '--nic', 'none', '--availability-zone',
+               '--image', cc.IMAGE, *cc.nic_args(), '--availability-zone',
                'nova:%s' % host, '--wait', name, fmt=False)
     except errors.LabError as e:
         print('server create %s on %s: %s' % (name, host, str(e)[-300:]))
@@ -101,7 +101,7 @@ def test_shoot4u_flavor_lands_only_where_shoot4u_is(cloud):
     flavor(cloud, UNTRAITED)
 
     server = cc.osc(cloud, 'server', 'create', '--flavor', FLAVOR,
-                    '--image', cc.IMAGE, '--nic', 'none', '--wait', 's4u')
+                    '--image', cc.IMAGE, *cc.nic_args(), '--wait', 's4u')
     try:
         host = server['OS-EXT-SRV-ATTR:host']
         name = server['OS-EXT-SRV-ATTR:instance_name']
