@@ -17,6 +17,7 @@ import random
 import unittest
 
 from puma_nova.planning import lending
+from puma_nova.planning import maintenance
 from puma_nova.planning import model
 from puma_nova.planning import split
 from puma_nova.tests.unit import lending_reference
@@ -231,3 +232,68 @@ class TestSplit(unittest.TestCase):
         self.assertRaisesRegex(split.PlanError, 'no host can hold',
                                split.plan_split, self.cluster(), 'big',
                                'main', exclude=('same-rack', 'big-far'))
+
+
+class TestEvacuation(unittest.TestCase):
+    """planning.maintenance: empty a host, whole where a VM fits."""
+
+    def cluster(self, c_free=10240):
+        return model.Cluster.build(
+            [model.Host('a', 'r1', 65536, 0),
+             model.Host('b', 'r1', 65536, 8192),
+             model.Host('c', 'r1', 65536, c_free),
+             model.Host('d', 'r1', 65536, 3000)],
+            [model.VM('big', 'a', 'p', 12288),
+             model.VM('small', 'a', 'p', 2048),
+             model.VM('elsewhere', 'b', 'p', 4096)])
+
+    def test_whole_where_it_fits_split_where_none_does(self):
+        moves = maintenance.plan_evacuation(self.cluster(), 'a')
+        # Largest first: no host holds 12288 MiB above its 512 MiB
+        # reserve, so it is split to the host with the most free memory
+        # (c keeps 9728 MiB), its remote 2560 MiB on b (b's 8192 MiB are
+        # more than d's 3000).  Then the small VM goes whole where it fits
+        # best: d (3000 - 512 >= 2048), not b (5632 left).
+        self.assertEqual(
+            [maintenance.Move('big', 'c', 'b', 9728, 2560),
+             maintenance.Move('small', 'd')], moves)
+        self.assertTrue(moves[0].split)
+        self.assertFalse(moves[1].split)
+
+    def test_each_move_takes_its_memory(self):
+        # With c smaller, the split keeps less on c and puts more on b,
+        # and the small VM no longer fits on d: b, after the remote part.
+        c = model.Cluster.build(
+            [model.Host('a', 'r1', 65536, 0),
+             model.Host('b', 'r1', 65536, 12000),
+             model.Host('c', 'r1', 65536, 9000),
+             model.Host('d', 'r1', 65536, 2000)],
+            [model.VM('big', 'a', 'p', 12288),
+             model.VM('small', 'a', 'p', 2048)])
+        moves = maintenance.plan_evacuation(c, 'a')
+        self.assertEqual(maintenance.Move('big', 'b', 'c', 11488, 800),
+                         moves[0])
+        self.assertEqual(maintenance.Move('small', 'c'), moves[1])
+
+    def test_vm_that_may_not_be_split_is_refused(self):
+        self.assertRaisesRegex(
+            split.PlanError, 'no host can hold server big .* does not allow',
+            maintenance.plan_evacuation, self.cluster(), 'a',
+            splittable=lambda vm: vm.uuid != 'big')
+
+    def test_nowhere_says_why(self):
+        c = model.Cluster.build(
+            [model.Host('a', 'r1', 65536, 0),
+             model.Host('b', 'r1', 65536, 2000)],
+            [model.VM('big', 'a', 'p', 12288)])
+        self.assertRaisesRegex(
+            split.PlanError, 'server big .* can go nowhere.*can keep only',
+            maintenance.plan_evacuation, c, 'a')
+
+    def test_excluded_hosts_take_nothing(self):
+        moves = maintenance.plan_evacuation(self.cluster(), 'a',
+                                            exclude=('d',))
+        self.assertEqual(maintenance.Move('small', 'b'), moves[1])
+        self.assertRaisesRegex(split.PlanError, 'unknown host z',
+                               maintenance.plan_evacuation, self.cluster(),
+                               'z')

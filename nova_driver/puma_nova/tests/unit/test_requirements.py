@@ -56,6 +56,7 @@ ROLES = {
     'cmd/scheduler.py': 'controller',
     'cmd/manage.py': 'controller',
     'osc/': 'client',
+    'watcher/': 'watcher',
     'dashboard/': None,
     'tests/': None,
 }
@@ -92,6 +93,7 @@ DISTRIBUTIONS = {
     'pbr': 'pbr',
     'routes': 'Routes',
     'sqlalchemy': 'SQLAlchemy',
+    'watcher': 'python-watcher',
     'webob': 'WebOb',
 }
 
@@ -173,7 +175,7 @@ class TestRequirements(testtools.TestCase):
                        for role, value in cfg['extras'].items()}
 
     def test_one_extra_per_role(self):
-        self.assertEqual({'compute', 'controller', 'client'},
+        self.assertEqual({'compute', 'controller', 'client', 'watcher'},
                          set(self.extras))
 
     def test_every_import_is_a_requirement_of_its_role(self):
