@@ -434,6 +434,26 @@ class TestPlanningRound(base.TestCase):
         self.assertEqual([], self.rpc.computes['h2'].applied[-1])
         self.assertEqual([], db_api.pair_list(self.ctxt))
 
+    def test_borrower_that_needs_more_keeps_one_pair(self):
+        # The borrower misses 2048 MiB: the lender (3000 MiB free) lends
+        # 2048.  Then it misses 4096: the planner matches the same lender
+        # again for 952 MiB.  Before the fix the round failed on the
+        # duplicate row (DBDuplicateEntry) and stored nothing.
+        self._report()
+        self.manager.run_planning_round(self.ctxt)
+        before = db_api.pair_list(self.ctxt)
+        self.api.report_host(self.ctxt, 'h2', base.stats(
+            1000, [base.vm('borrower', miss=0.5, refaults=1048576)],
+            address='10.0.0.2'))
+        plan = self.manager.run_planning_round(self.ctxt)
+        self.assertIn(('lender', 'borrower'),
+                      [(p.lender, p.borrower) for p in plan.new])
+        self.assertEqual(before, db_api.pair_list(self.ctxt))
+        # The round goes on: a lender that wakes up is still revoked.
+        self._report(lender_idle=False)
+        self.manager.run_planning_round(self.ctxt)
+        self.assertEqual([], db_api.pair_list(self.ctxt))
+
     def test_hosts_capped_below_1_2_get_dictionaries(self):
         self.flags(group='upgrade_levels', puma_compute='1.1')
         self.manager.compute = compute_rpcapi.ComputeAPI(
