@@ -93,7 +93,7 @@ def test_ports_bound_by_ovn_with_dhcp_and_traffic(cloud):
         moved = cc.osc(cloud, 'server', 'show', name)
         assert (moved['status'], moved['OS-EXT-SRV-ATTR:host']) == \
             ('ACTIVE', 'b'), moved
-        port = cc.bound_on(cloud, name, 'b')
+        port = cc.bound_on(cloud, name, 'b', migrated=True)
         assert port['id'] == servers[name][1]['id'], port
         hosts[name] = 'b'
         assert _ping(cloud, hosts['net1'], d1, ip2)
