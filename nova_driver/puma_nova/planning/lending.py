@@ -219,5 +219,26 @@ def plan_pairs(cluster, min_lend_mb=256, max_per_borrower_mb=0):
                 matched.append(((rank, first), _match(
                     ls, bs, left, need, max_per_borrower_mb)))
     matched.sort(key=operator.itemgetter(0))
-    new = [pair for _rank, pairs in matched for pair in pairs]
+    new = one_pair_each(keep, [pair for _rank, pairs in matched
+                               for pair in pairs])
     return Plan(tuple(keep), tuple(new), tuple(revoke))
+
+
+def one_pair_each(keep, new):
+    """NEW without the pairs of a lender and borrower already paired.
+
+    A borrower that still misses cache may be matched again with a lender
+    it borrows from (a kept pair, or a match at an earlier level) when the
+    lender has memory left.  One lender and one borrower have one pair
+    (the scheduler stores them under that unique key): the first one
+    stays as it is, and what the later match would have added is not
+    lent this round.  Before this, the scheduler's round failed on the
+    duplicate row and lost its revocations (lab cloud, 2026-12-01).
+    """
+    taken = {(p.lender, p.borrower) for p in keep}
+    out = []
+    for p in new:
+        if (p.lender, p.borrower) not in taken:
+            taken.add((p.lender, p.borrower))
+            out.append(p)
+    return out

@@ -491,21 +491,7 @@ class SchedulerManager(object):
                 cluster, min_lend_mb=opts.min_lend_mb,
                 max_per_borrower_mb=opts.max_per_borrower_mb)
             new = []
-            # One stored pair per lender and borrower (the pairs table's
-            # unique key): the planner may match a borrower again with a
-            # lender it already borrows from, when the borrower still
-            # misses cache and the lender has memory left (the lab cloud,
-            # 2026-12-01: the round failed on the duplicate row, and with
-            # it the revocations of that round).  The kept pair stays as
-            # it is; the borrower may get more from other lenders.
-            taken = {(p.lender, p.borrower) for p in plan.keep}
             for p in plan.new:
-                if (p.lender, p.borrower) in taken:
-                    LOG.debug('Planning round: %s already lends to %s, '
-                              'the %d MiB more are not stored', p.lender,
-                              p.borrower, p.mb)
-                    continue
-                taken.add((p.lender, p.borrower))
                 lhost = cluster.vms[p.lender].host
                 bhost = cluster.vms[p.borrower].host
                 new.append({'lender': p.lender, 'borrower': p.borrower,

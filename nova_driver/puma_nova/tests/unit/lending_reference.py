@@ -93,4 +93,5 @@ def plan_pairs(cluster, min_lend_mb=256, max_per_borrower_mb=0):
             if k in lenders:
                 new.extend(_match(lenders[k], bs, left, need,
                                   max_per_borrower_mb))
+    new = lending.one_pair_each(keep, new)
     return lending.Plan(tuple(keep), tuple(new), tuple(revoke))

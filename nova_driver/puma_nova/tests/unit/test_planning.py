@@ -173,6 +173,21 @@ def next_round(rnd, cluster, pairs):
     return model.Cluster(cluster.hosts, vms, tuple(pairs))
 
 
+class TestOnePairEach(unittest.TestCase):
+
+    def test_borrower_is_not_paired_twice_with_its_lender(self):
+        c = model.Cluster.build(
+            [model.Host('h1', 'r1', 65536, 8192),
+             model.Host('h2', 'r1', 65536, 8192)],
+            [model.VM('l', 'h1', 'p', 4096, idle=True, free_mb=3000),
+             model.VM('b', 'h2', 'p', 4096, cache_demand_mb=4096)],
+            [model.Pair('l', 'b', 2048)])
+        plan = lending.plan_pairs(c)
+        self.assertEqual((model.Pair('l', 'b', 2048),), plan.keep)
+        # 952 MiB left at l, 2048 still missed by b: no second pair.
+        self.assertEqual((), plan.new)
+
+
 class TestLendingMatchesReference(unittest.TestCase):
     """The indexed planner gives the straightforward one's plan exactly."""
 
