@@ -25,17 +25,19 @@ stdout (``msreplay: ...``).
 """
 
 import argparse
+import os
 import signal
 import socket
-import struct
 import sys
 import threading
 
-HEADER = struct.Struct('<IHHII')     # magic, op, status, seq, len
-BATCH = struct.Struct('<II')         # count, reserved
-MAGIC = 0x31534d50
-OP_GET = 3
-PAGE = 4096
+# The wire format as the lab's own client speaks it (puma_lab.memserver).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+from puma_lab.memserver import BATCH  # noqa: E402
+from puma_lab.memserver import HEADER  # noqa: E402  magic op status seq len
+from puma_lab.memserver import MAGIC  # noqa: E402
+from puma_lab.memserver import OP_GET  # noqa: E402
 
 done = threading.Event()
 armed = threading.Event()
@@ -76,7 +78,7 @@ class Connection:
         self.args = args
         self.number = number
         self.keys = {}       # seq of a GET request -> its keys
-        self.cond = threading.Condition()
+        self.lock = threading.Lock()
 
     def requests(self):
         """Client to server: relayed, and the keys of each GET noted."""
@@ -90,7 +92,7 @@ class Connection:
                     count = BATCH.unpack_from(raw, HEADER.size)[0]
                     keys = raw[HEADER.size + BATCH.size:
                                HEADER.size + BATCH.size + 8 * count]
-                    with self.cond:
+                    with self.lock:
                         self.keys[seq] = keys
                 self.server.sendall(raw)
         except OSError:
@@ -114,7 +116,7 @@ class Connection:
                 count = BATCH.unpack_from(raw, HEADER.size)[0]
                 present = raw[HEADER.size + BATCH.size:
                               HEADER.size + BATCH.size + count]
-                with self.cond:
+                with self.lock:
                     keys = self.keys.pop(seq, None)
                 if armed.is_set():
                     gets += 1

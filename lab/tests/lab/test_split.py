@@ -526,10 +526,10 @@ def test_reply_to_an_older_get_is_refused(lab, require):
     once B's events are watched, after 20 more GETs answers one GET with
     the reply to an earlier GET of as many pages (its sequence number and
     data): what a server out of step, or a replaying man in the middle
-    on a plain connection, sends.  QEMU
-    must refuse it ("reply out of order"), treat the server as lost
-    (paused: it is the only one), reconnect (the relay is honest from
-    then on) and resume, every page verified.  Before QEMU's patch 65
+    on a plain connection, sends.  QEMU must refuse it ("reply out of
+    order"), treat the server as lost (paused: it is the only one),
+    reconnect (the relay is honest from then on) and resume, every page
+    verified.  Before QEMU's patch 65
     the sequence number was never looked at, and the earlier pages were
     copied into the ones the guest faulted on.  Through QMP only.
     """

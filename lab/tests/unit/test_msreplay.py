@@ -22,13 +22,13 @@ import time
 
 import pytest
 
+from puma_lab.memserver import HEADER
+from puma_lab.memserver import MAGIC
+from puma_lab.memserver import OP_GET
+from puma_lab.memserver import PAGE_SIZE as PAGE
 from puma_lab import paths
 
 SCRIPT = os.path.join(paths.TOP, 'lab', 'inject', 'msreplay.py')
-HEADER = struct.Struct('<IHHII')
-MAGIC = 0x31534d50
-OP_GET, OP_PUT = 3, 2
-PAGE = 4096
 
 
 def recv_exact(sock, n):
