@@ -384,15 +384,17 @@ def test_split_migration_force_complete(cloud, small_b):
 def test_split_migration_abort(cloud, small_b):
     """``openstack server migration abort`` cancels a running split."""
     uuid, name, rounds = cc.split_server(cloud, 'vm4')
-    mig = cc.slow_split(cloud, name, uuid, small_b)
-    cc.osc(cloud, '--os-compute-api-version', '2.24', 'server', 'migration',
-           'abort', uuid, str(mig['Id']), fmt=False)
-    done = cc.wait_for('the migration to end', lambda: [
-        m for m in cc.migrations(cloud, uuid)
-        if m['Status'] in ('cancelled', 'error', 'failed', 'completed')],
-        cc.SERVER_TIMEOUT)
-    assert [m['Status'] for m in done] == ['cancelled'], done
-    cc.stays_on_a(cloud, 'vm4', name, rounds)
-    cc.released(cloud, uuid)
-    cc.osc(cloud, 'server', 'delete', '--wait', uuid, fmt=False)
+    try:
+        mig = cc.slow_split(cloud, name, uuid, small_b)
+        cc.osc(cloud, '--os-compute-api-version', '2.24', 'server',
+               'migration', 'abort', uuid, str(mig['Id']), fmt=False)
+        done = cc.wait_for('the migration to end', lambda: [
+            m for m in cc.migrations(cloud, uuid)
+            if m['Status'] in ('cancelled', 'error', 'failed', 'completed')],
+            cc.SERVER_TIMEOUT)
+        assert [m['Status'] for m in done] == ['cancelled'], done
+        cc.stays_on_a(cloud, 'vm4', name, rounds)
+        cc.released(cloud, uuid)
+    finally:
+        cc.discard(cloud, uuid)
     cc.released(cloud, uuid)

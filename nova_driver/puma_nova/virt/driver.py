@@ -87,6 +87,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         # As a source: split plans fetched before the migration starts,
         # by instance uuid, and whether this thread monitors a split.
         self._puma_source_plans = {}
+        # Instances whose migration an operator aborted (uuids).
+        self._puma_aborted = set()
         self._puma_local = threading.local()
         self._puma_memory_servers = None
         self._puma_lending = None
@@ -756,6 +758,9 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
 
         def recover(*args, **kwargs):
             rolled_back.append(True)
+            if (len(args) < 5 and 'migration_status' not in kwargs and
+                    self._puma_take_abort(instance)):
+                kwargs['migration_status'] = 'cancelled'
             return recover_method(*args, **kwargs)
 
         def post(*args, **kwargs):
@@ -802,6 +807,36 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._puma_local.split = False
             with self._puma_plans_lock:
                 self._puma_source_plans.pop(instance.uuid, None)
+                self._puma_aborted.discard(instance.uuid)
+
+    def live_migration_abort(self, instance):
+        """Abort the migration job, and remember that it was aborted.
+
+        Nova's monitor learns that a job was cancelled from libvirt's
+        statistics of the running job (VIR_DOMAIN_JOB_CANCELLED).  Once
+        libvirt has ended the job they say VIR_DOMAIN_JOB_NONE, and the
+        monitor, finding the domain still active here, takes the job for
+        failed: an aborted migration became 'failed' whenever the job
+        ended between two of the monitor's polls (lab cloud CI of
+        2026-12-02).  The rollback then says 'cancelled' when the job
+        this call aborted ended with the domain running here.
+        """
+        with self._puma_plans_lock:
+            self._puma_aborted.add(instance.uuid)
+        try:
+            super().live_migration_abort(instance)
+        except Exception:
+            with self._puma_plans_lock:
+                self._puma_aborted.discard(instance.uuid)
+            raise
+
+    def _puma_take_abort(self, instance):
+        """Whether an abort of INSTANCE's migration ended it here."""
+        with self._puma_plans_lock:
+            if instance.uuid not in self._puma_aborted:
+                return False
+            self._puma_aborted.discard(instance.uuid)
+        return self._puma_runs_here(instance)
 
     def _puma_left_here(self, instance):
         """Whether the instance's domain is no longer defined here.

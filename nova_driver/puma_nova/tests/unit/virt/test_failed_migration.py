@@ -21,6 +21,7 @@ from nova import exception
 from nova import objects
 from nova import test
 from nova.tests import fixtures as nova_fixtures
+from nova.tests.fixtures import libvirt as fakelibvirt
 from oslo_utils.fixture import uuidsentinel as uuids
 
 from puma_nova.tests.unit.virt import test_source_split
@@ -182,3 +183,82 @@ class MonitorFailedAfterCompletionTest(test.NoDBTestCase):
         self.drv._host.get_guest.side_effect = RuntimeError('libvirtd away')
         self.assertRaises(MigrationFailed, self._migrate)
         self.post.assert_not_called()
+
+
+class AbortedMigrationTest(test.NoDBTestCase):
+    """An aborted job that ended between two polls of Nova's monitor.
+
+    The monitor then reads VIR_DOMAIN_JOB_NONE, finds the domain active
+    here and rolls back as for a failed job: the migration said 'failed'
+    where the operator had aborted it (lab cloud CI of 2026-12-02).
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(nova_fixtures.LibvirtFixture())
+        drv = self.drv = test_source_split.source_driver()
+        drv._host = mock.Mock()
+        self.guest = drv._host.get_guest.return_value
+        self.guest.get_power_state.return_value = power_state.RUNNING
+        self.instance = objects.Instance(
+            uuid=uuids.instance, system_metadata={},
+            flavor=objects.Flavor(extra_specs={}))
+        self.recover = mock.Mock()
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceActionEvent.event_start'))
+        self.useFixture(fixtures.MockPatch(
+            'nova.objects.InstanceActionEvent.event_finish_with_failure'))
+        self.abort_first = True
+
+        def live_migration(drv_self, context, instance, dest, post_method,
+                           recover_method, block_migration, migrate_data):
+            if self.abort_first:
+                drv_self.live_migration_abort(instance)
+            # The monitor's rollback of a job it takes for failed.
+            recover_method(context, instance, dest, migrate_data)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver._live_migration',
+            live_migration))
+
+    def _migrate(self):
+        return self.drv._live_migration(
+            mock.sentinel.ctxt, self.instance, 'dest', None, self.recover,
+            False, mock.sentinel.migrate_data)
+
+    def _rolled_back_as(self, **status):
+        self.recover.assert_called_once_with(
+            mock.sentinel.ctxt, self.instance, 'dest',
+            mock.sentinel.migrate_data, **status)
+        self.recover.reset_mock()
+
+    def test_aborted_job_is_cancelled(self):
+        self._migrate()
+        self.guest._domain.abortJob.assert_called_once_with()
+        self._rolled_back_as(migration_status='cancelled')
+        # The next migration of the instance, not aborted, failed.
+        self.abort_first = False
+        self._migrate()
+        self._rolled_back_as()
+
+    def test_job_not_aborted_failed(self):
+        self.abort_first = False
+        self._migrate()
+        self._rolled_back_as()
+
+    def test_refused_abort_leaves_the_failure(self):
+        # libvirt refused the abort (no job yet): Nova's API says so, and
+        # the job's own end is what the migration says.
+        self.guest._domain.abortJob.side_effect = \
+            fakelibvirt.make_libvirtError(
+                fakelibvirt.libvirtError, 'no job is active on the domain',
+                error_code=fakelibvirt.VIR_ERR_OPERATION_INVALID)
+        self.assertRaises(fakelibvirt.libvirtError, self._migrate)
+        self.abort_first = False
+        self._migrate()
+        self._rolled_back_as()
+
+    def test_aborted_job_that_left_the_source_paused_failed(self):
+        self.guest.get_power_state.return_value = power_state.PAUSED
+        self._migrate()
+        self._rolled_back_as()

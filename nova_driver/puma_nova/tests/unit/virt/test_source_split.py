@@ -43,6 +43,7 @@ def source_driver():
     drv = driver.PumaLibvirtDriver.__new__(driver.PumaLibvirtDriver)
     drv._puma_plans_lock = threading.Lock()
     drv._puma_source_plans = {}
+    drv._puma_aborted = set()
     drv._puma_local = threading.local()
     drv._puma_compute_api = mock.Mock()
     drv._puma_scheduler_api = mock.Mock()
