@@ -55,6 +55,7 @@ from puma_nova import rpc
 from puma_nova.scheduler import rpcapi as scheduler_rpcapi
 from puma_nova.virt import ledger
 from puma_nova.virt import lending_vif
+from puma_nova.virt import libvirt_events
 from puma_nova.virt import libvirt_host
 from puma_nova.virt import page_merging
 from puma_nova.virt import shoot4u
@@ -75,6 +76,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
     def __init__(self, virtapi, read_only=False):
         super().__init__(virtapi, read_only)
         libvirt_host.reentrant_connection_lock(self._host)
+        libvirt_events.dispatch_lifecycle_events(self._host)
         self._puma_host = CONF.host
         self._puma_scheduler_api = None
         self._puma_compute_api = None
