@@ -6,6 +6,9 @@ server that a failed test leaves behind would fail the next tests too
 a failed abort test left its server, and two later tests failed on it).
 After each test, servers it made are deleted; one that a test which
 passed left behind is that test's error.
+
+With this file, ``conftest`` names two modules: tests take ``require``
+as a fixture rather than import it.
 """
 
 import pytest

@@ -124,14 +124,13 @@ def test_puma_api_behind_keystone(cloud):
     assert names == sorted(cloud_mod.COMPUTES), hosts
 
 
-def test_tempest_plugin_against_puma_api(cloud):
+def test_tempest_plugin_against_puma_api(cloud, require):
     """Puma's tempest plugin (puma_tempest_plugin), run by tempest itself.
 
     Its API tests of puma-api as the cloud's admin and as a member of a
     project tempest creates (dynamic credentials): lists and their
     fields, paging from microversion 1.1, refusals (400, 403, 404, 406).
     """
-    from conftest import require
     require('tempest', tempest.missing())
     result = tempest.run(cloud, cloud_mod.PASSWORD, cloud_mod.REGION)
     print(result['out'][-1500:])

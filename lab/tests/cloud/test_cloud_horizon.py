@@ -28,8 +28,7 @@ def rows_with(table, text):
     return [row for row in table if text in row]
 
 
-def test_panel_shows_a_running_split_migration(cloud, small_b):
-    from conftest import require
+def test_panel_shows_a_running_split_migration(cloud, small_b, require):
     require('Chromium for the Horizon test', horizon.missing())
     uuid, name, rounds = cc.split_server(cloud, 'vm9')
     mig = cc.slow_split(cloud, name, uuid, small_b)

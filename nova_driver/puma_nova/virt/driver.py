@@ -823,21 +823,23 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         2026-12-02).  The rollback then says 'cancelled' when the job
         this call aborted ended with the domain running here.
         """
+        # An Instance, or the dict that Nova's own tests pass.
+        uuid = instance['uuid']
         with self._puma_plans_lock:
-            self._puma_aborted.add(instance.uuid)
+            self._puma_aborted.add(uuid)
         try:
             super().live_migration_abort(instance)
         except Exception:
             with self._puma_plans_lock:
-                self._puma_aborted.discard(instance.uuid)
+                self._puma_aborted.discard(uuid)
             raise
 
     def _puma_take_abort(self, instance):
         """Whether an abort of INSTANCE's migration ended it here."""
         with self._puma_plans_lock:
-            if instance.uuid not in self._puma_aborted:
+            if instance['uuid'] not in self._puma_aborted:
                 return False
-            self._puma_aborted.discard(instance.uuid)
+            self._puma_aborted.discard(instance['uuid'])
         return self._puma_runs_here(instance)
 
     def _puma_left_here(self, instance):
