@@ -112,6 +112,31 @@ def test_memory_server_unit(name):
                      p.stdout, re.M), p.stdout
 
 
+QTEST_CONNECT = 'qtest_connect: assertion failed'
+
+
+def run_groups(binary, build, env, groups):
+    """[(returncode, stdout, stderr)] of one migration-test per group."""
+    procs = []
+    for group in groups:
+        argv = [binary, '--tap', '-k']
+        for path in group:
+            argv += ['-p', path]
+        procs.append(subprocess.Popen(
+            without_kvm(argv), cwd=build, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outs = []
+    try:
+        for proc in procs:
+            outs.append(proc.communicate(timeout=900))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return [(proc.returncode, o, e) for proc, (o, e) in zip(procs, outs)]
+
+
 @pytest.fixture(scope='module')
 def migration_qtests():
     """One run of migration-test (the qtests named above), with the server.
@@ -132,27 +157,29 @@ def migration_qtests():
     # Two migration-test processes at once, ours and upstream's: each
     # qtest's guests leave part of the two cores idle (205 s for both sets
     # together here against 356 s one after the other).
-    procs = []
-    for group in (SPLIT_QTESTS, UPSTREAM_QTESTS):
-        argv = [binary, '--tap', '-k']
-        for path in group:
-            argv += ['-p', path]
-        procs.append(subprocess.Popen(
-            without_kvm(argv), cwd=build, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    outs = []
-    try:
-        for proc in procs:
-            outs.append(proc.communicate(timeout=900))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    runs = run_groups(binary, build, env, (SPLIT_QTESTS, UPSTREAM_QTESTS))
+    # A QEMU that did not connect to libqtest in time ends the whole
+    # process ("Bail out! ... qtest_connect: assertion failed"), and with
+    # it the qtests after it: seen once with the other envs on both cores
+    # (CI rehearsal of 2026-12-05).  The qtests that did not run are run
+    # once more, the bail-out kept in the log; a second one fails.
+    again = [[path for path in group
+              if path not in tap_results(out)]
+             for group, (code, out, err) in zip(
+                 (SPLIT_QTESTS, UPSTREAM_QTESTS), runs)
+             if code and QTEST_CONNECT in out + err]
+    if again:
+        print('migration-test lost a QEMU before it connected; once more: '
+              '%s' % again)
+        # The first bail-outs are forgiven, not their failed qtests (the
+        # "not ok" lines) nor anything of the second run.
+        runs = [(0 if code and QTEST_CONNECT in out + err else code, out,
+                 err) for code, out, err in runs] + \
+            run_groups(binary, build, env, again)
     p = subprocess.CompletedProcess(
         'migration-test',
-        next((proc.returncode for proc in procs if proc.returncode), 0),
-        ''.join(o for o, _ in outs), ''.join(e for _, e in outs))
+        next((code for code, _, _ in runs if code), 0),
+        ''.join(o for _, o, _ in runs), ''.join(e for _, _, e in runs))
     print(p.stdout)
     return p
 
