@@ -128,12 +128,13 @@ stack_key()
 		"$(declare -f "$configure")" | sha256sum | cut -c1-16
 }
 
-# build_component PKG GLOB SERIESDIR CONFIGURE_FN - the shared pipeline:
-# the newest source version that is built already or that the registry
-# serves is built with our series.
+# build_component PKG GLOB SERIESDIR CONFIGURE_FN [CACHE] - the shared
+# pipeline: the newest source version that is built already or that the
+# registry serves is built with our series, in $PUMA_CACHE/CACHE (PKG by
+# default: two builds of one source package need two names).
 build_component()
 {
-	local pkg=$1 glob=$2 series=$3 configure=$4 ver key base sid tried=
+	local pkg=$1 glob=$2 series=$3 configure=$4 cache=${5:-$1} ver key base sid tried=
 	# No series file is not an empty series: a checkout removed or
 	# half-copied under a running setup must not build (and publish, and
 	# prune the good build for) an unpatched stack.
@@ -141,15 +142,15 @@ build_component()
 		die "$series/series is missing: not building $pkg without its patch series"
 	for ver in $(src_version_candidates "$pkg" "$glob"); do
 		key=$(stack_key "$pkg" "$ver" "$series" "$configure")
-		base=$PUMA_CACHE/$pkg/$key
+		base=$PUMA_CACHE/$cache/$key
 		sid=$(series_id "$series")
 		if [ -f "$base/good" ]; then
-			ln -sfn "$key" "$PUMA_CACHE/$pkg/current"
+			ln -sfn "$key" "$PUMA_CACHE/$cache/current"
 			info "$pkg $ver (puma-$sid) is up to date in $base"
 			return 0
 		fi
 		if [ -f "$base/unpacked" ] || fetch_source "$pkg" "$ver"; then
-			build_version "$pkg" "$ver" "$series" "$configure" "$key"
+			build_version "$pkg" "$ver" "$series" "$configure" "$key" "$cache"
 			return 0
 		fi
 		tried="$tried $ver"
@@ -158,12 +159,13 @@ build_component()
 	die "no source version of $pkg ($glob) could be downloaded; tried:$tried (pin one that downloads with $(pin_var "$pkg")=VERSION)"
 }
 
-# build_version PKG VERSION SERIESDIR CONFIGURE_FN KEY - unpack, apply our
-# series, configure and build into $PUMA_CACHE/PKG/KEY, then publish it.
+# build_version PKG VERSION SERIESDIR CONFIGURE_FN KEY [CACHE] - unpack,
+# apply our series, configure and build into $PUMA_CACHE/CACHE/KEY (CACHE
+# is PKG by default), then publish it.
 build_version()
 {
-	local pkg=$1 ver=$2 series=$3 configure=$4 key=$5 base sid
-	base=$PUMA_CACHE/$pkg/$key
+	local pkg=$1 ver=$2 series=$3 configure=$4 key=$5 cache=${6:-$1} base sid
+	base=$PUMA_CACHE/$cache/$key
 	sid=$(series_id "$series")
 	info "building $pkg $ver with series puma-$sid in $base"
 	if [ ! -f "$base/unpacked" ]; then
@@ -179,8 +181,8 @@ build_version()
 	printf '%s\n' "$ver" >"$base/version"
 	printf 'puma-%s\n' "$sid" >"$base/series-id"
 	touch "$base/good"
-	ln -sfn "$key" "$PUMA_CACHE/$pkg/current"
-	prune_cache "$PUMA_CACHE/$pkg" "$key"
+	ln -sfn "$key" "$PUMA_CACHE/$cache/current"
+	prune_cache "$PUMA_CACHE/$cache" "$key"
 	info "$pkg built in $base/prefix"
 }
 
@@ -296,6 +298,97 @@ configure_kvm()
 	for t in $tests; do
 		cp "puma-selftests/x86_64/$t" "$prefix/selftests/" || return 1
 	done
+}
+
+# configure_khost_kernel - the kernel-host kernel with our KSM series: the
+# same Debian source as the lab's stock 6.12, configured from upstream's
+# x86_64 defconfig and kvm_guest.config with what a kernel host needs
+# built in (KVM for AMD, KSM, virtio, 9p, ext4, overlay, PVH boot) and no
+# modules, so it boots with the lab's initramfs and image unchanged. Much
+# smaller than Debian's config, so it builds in minutes (ccache). The
+# prefix holds the ELF vmlinux (PVH boot), its config and its release.
+configure_khost_kernel()
+{
+	local prefix=$1 sid=$2 out=$PWD/puma-build
+	mkdir -p "$out" &&
+		cat >"$out/puma.config" <<-EOF &&
+		CONFIG_LOCALVERSION="-puma-$sid"
+		CONFIG_LOCALVERSION_AUTO=n
+		CONFIG_MODULES=n
+		CONFIG_DEBUG_INFO_NONE=y
+		CONFIG_PVH=y
+		CONFIG_KVM=y
+		CONFIG_KVM_AMD=y
+		CONFIG_KVM_INTEL=n
+		CONFIG_KSM=y
+		CONFIG_TRANSPARENT_HUGEPAGE=y
+		CONFIG_VIRTIO_PCI=y
+		CONFIG_VIRTIO_BLK=y
+		CONFIG_VIRTIO_NET=y
+		CONFIG_VIRTIO_CONSOLE=y
+		CONFIG_VIRTIO_BALLOON=y
+		CONFIG_HW_RANDOM_VIRTIO=y
+		CONFIG_NET_9P=y
+		CONFIG_NET_9P_VIRTIO=y
+		CONFIG_9P_FS=y
+		CONFIG_9P_FS_POSIX_ACL=y
+		CONFIG_OVERLAY_FS=y
+		CONFIG_EXT4_FS=y
+		CONFIG_XFS_FS=y
+		CONFIG_TMPFS=y
+		CONFIG_TMPFS_POSIX_ACL=y
+		CONFIG_DEBUG_FS=y
+		CONFIG_CRYPTO_CRC32C=y
+		CONFIG_MEMCG=y
+		CONFIG_CGROUPS=y
+		CONFIG_TUN=y
+		CONFIG_BRIDGE=y
+		CONFIG_VETH=y
+		CONFIG_VHOST_NET=y
+		CONFIG_IKCONFIG=y
+		CONFIG_IKCONFIG_PROC=y
+		CONFIG_DRM=n
+		CONFIG_SOUND=n
+		CONFIG_USB_SUPPORT=n
+		CONFIG_WLAN=n
+		CONFIG_WIRELESS=n
+		CONFIG_CFG80211=n
+		CONFIG_ETHERNET=n
+		CONFIG_AGP=n
+		CONFIG_HID=n
+		CONFIG_MEDIA_SUPPORT=n
+		CONFIG_SECURITY_SELINUX=n
+		CONFIG_NETFILTER=n
+		CONFIG_WATCHDOG=n
+		EOF
+		make -s O="$out" x86_64_defconfig kvm_guest.config >/dev/null &&
+		scripts/kconfig/merge_config.sh -m -O "$out" "$out/.config" \
+			"$out/puma.config" >/dev/null &&
+		make -s O="$out" olddefconfig || return 1
+	# Every line of the fragment must hold in the final config.
+	local want
+	while read -r want; do
+		case "$want" in
+		*=n) grep -qx "${want%=n}=y" "$out/.config" && {
+			echo "khost kernel config: $want did not hold" >&2; return 1; } ;;
+		*) grep -qx "$want" "$out/.config" || {
+			echo "khost kernel config: $want did not hold" >&2; return 1; } ;;
+		esac
+	done <"$out/puma.config"
+	make O="$out" CC="ccache gcc" -j"$(nproc)" vmlinux || return 1
+	mkdir -p "$prefix" && cp "$out/vmlinux" "$out/.config" "$prefix/" &&
+		make -s O="$out" kernelrelease >"$prefix/release"
+}
+
+install_khost_kernel()
+{
+	local ver
+	# The source of the lab's stock 6.12, so that the two differ only by
+	# our series and the configuration.
+	ver=$(kernel_source_version 6.12)
+	[ -n "$ver" ] || die "cannot find the source version of guest kernel 6.12 (run lab/setup kernels)"
+	build_component "$LINUX_SRC_PKG" "$ver" \
+		"$PUMA_TOP/ksm-patches" configure_khost_kernel khost-kernel
 }
 
 # kernel_source_version NAME - the version of Debian's linux source that

@@ -2,9 +2,9 @@
 # lab/lib/steps.sh - the order lab/setup runs its steps in; sourced after
 # common.sh. The caller defines run_step STEP.
 
-# What a step needs comes before it: image and kvm need the guest
+# What a step needs comes before it: image, kvm and khost need the guest
 # kernels, nova needs libvirt (stack).
-SETUP_STEPS="deps kernels stack image kvm nova cloud"
+SETUP_STEPS="deps kernels stack image kvm khost nova cloud"
 
 # Steps that mostly download and unpack (the guest image's debootstrap,
 # the cloud's PyPI environments) and need nothing that stack builds: they

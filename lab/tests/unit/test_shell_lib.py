@@ -202,3 +202,30 @@ def test_a_missing_series_file_builds_nothing(tmp_path):
     assert p.returncode != 0
     assert 'series is missing: not building qemu' in p.stderr, p.stderr
     assert sorted(os.listdir(cache / 'qemu')) == ['k1']
+
+
+def test_two_builds_of_one_source_keep_their_own_caches(tmp_path):
+    # The KVM modules and the khost kernel are both builds of linux: the
+    # second names its cache, and finding it built touches nothing of
+    # the first's (its current link, its builds).
+    env = fake_apt(tmp_path)
+    cache = tmp_path / 'cache'
+    series = tmp_path / 'series-dir'
+    series.mkdir()
+    (series / 'series').write_text('')
+    kvm = cache / 'linux' / 'kvmkey'
+    kvm.mkdir(parents=True)
+    (kvm / 'good').write_text('')
+    os.symlink('kvmkey', cache / 'linux' / 'current')
+    key = stack_sh('stack_key linux 1.3-1 %s true' % series,
+                   **env).stdout.strip()
+    built = cache / 'khost-kernel' / key
+    built.mkdir(parents=True)
+    (built / 'good').write_text('')
+    p = stack_sh('build_component linux 1.3-1 %s true khost-kernel'
+                 % series, **env)
+    assert p.returncode == 0, p.stderr
+    assert 'is up to date in %s' % built in p.stderr
+    assert os.readlink(cache / 'khost-kernel' / 'current') == key
+    assert os.readlink(cache / 'linux' / 'current') == 'kvmkey'
+    assert sorted(os.listdir(cache / 'linux')) == ['current', 'kvmkey']
