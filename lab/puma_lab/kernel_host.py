@@ -30,6 +30,8 @@ from puma_lab import paths
 from puma_lab import vm
 
 SHARE = '/mnt/host'
+# The kernels a kernel host boots: the stock one, or lab/setup khost's.
+HOST_KERNELS = ('6.12', 'khost')
 # Where the L2 guests' files live: a tmpfs of the kernel host, seen as
 # /run/puma-l2 inside the chroot.
 L2_DIR = '/run/puma-l2'
@@ -122,10 +124,18 @@ def impossible_event(lines):
 
 
 class KernelHost(vm.Guest):
-    """An L1 guest under TCG that runs KVM (stock kvm_amd)."""
+    """An L1 guest under TCG that runs KVM (stock kvm_amd).
+
+    KERNEL is ``6.12``, the lab's stock Debian kernel, or ``khost``, the
+    kernel lab/setup khost builds from the same source with our KSM series
+    (KVM built in, no modules).
+    """
 
     def __init__(self, lab, name, mem_mb=1536, vcpus=2, extra_args=(),
-                 **kwargs):
+                 kernel='6.12', **kwargs):
+        if kernel not in HOST_KERNELS:
+            raise ValueError('kernel host kernel %r: one of %s'
+                             % (kernel, ', '.join(HOST_KERNELS)))
         # The kernel host's one writable place of the host: L2 consoles.
         self.out_dir = lab.path(name, 'l2')
         out = ['-fsdev', 'local,id=fsl2,path=%s,security_model=none'
@@ -134,7 +144,9 @@ class KernelHost(vm.Guest):
                # A kernel host that resets (a triple fault, a panic) ends
                # instead of booting again under the lab's feet.
                '-no-reboot']
-        super().__init__(lab, name, kernel='6.12', mem_mb=mem_mb,
+        super().__init__(lab, name, mem_mb=mem_mb,
+                         kernel=(paths.khost_kernel() if kernel == 'khost'
+                                 else kernel),
                          vcpus=vcpus, cpu='max', share='/',
                          share_readonly=True,
                          extra_args=out + list(extra_args), **kwargs)
@@ -259,26 +271,21 @@ class KernelHost(vm.Guest):
 
         Ours are the modules of ``lab/setup kvm``: the KVM series built out
         of tree against this very kernel's headers.  A KVM loaded before is
-        unloaded first (no L2 guest may run).
+        unloaded first (no L2 guest may run).  The khost kernel has KVM
+        built in: it is only checked.
         """
-        root = SHARE + paths.kernel('6.12').root
-        if self.kvm_ready:
-            self.sh('rmmod kvm_amd kvm')
-        npt_before = self.run('dmesg').out.count('Nested Paging enabled')
-        if patched:
-            mods = kvm_modules()
-            # Their dependencies but kvm itself come from the stock tree.
-            deps = set()
-            for ko in ('kvm.ko', 'kvm-amd.ko'):
-                deps.update(d for d in self.run(
-                    'modinfo -F depends %s/%s' % (SHARE + mods, ko)
-                ).out.strip().split(',') if d and d != 'kvm')
-            self.sh('set -e; modprobe -d %s -a %s; insmod %s/kvm.ko; '
-                    'insmod %s/kvm-amd.ko'
-                    % (shlex.quote(root), ' '.join(sorted(deps)),
-                       SHARE + mods, SHARE + mods))
+        if self.kernel_name == 'khost':
+            if patched:
+                raise errors.LabError('kernel host %s runs the khost '
+                                      'kernel: its KVM is built in, our '
+                                      'KVM modules do not load into it'
+                                      % self.name)
+            npt_before = 0
         else:
-            self.sh('modprobe -d %s kvm_amd' % shlex.quote(root))
+            if self.kvm_ready:
+                self.sh('rmmod kvm_amd kvm')
+            npt_before = self.run('dmesg').out.count('Nested Paging enabled')
+            self._modprobe_kvm(patched)
         log = self.run('dmesg').out
         if log.count('Nested Paging enabled') <= npt_before or \
                 self.run('test -c /dev/kvm', check=False).rc != 0:
@@ -290,6 +297,23 @@ class KernelHost(vm.Guest):
             self._make_chroot()
         self.kvm_ready = True
         return self
+
+    def _modprobe_kvm(self, patched):
+        root = SHARE + paths.kernel('6.12').root
+        if not patched:
+            self.sh('modprobe -d %s kvm_amd' % shlex.quote(root))
+            return
+        mods = kvm_modules()
+        # Their dependencies but kvm itself come from the stock tree.
+        deps = set()
+        for ko in ('kvm.ko', 'kvm-amd.ko'):
+            deps.update(d for d in self.run(
+                'modinfo -F depends %s/%s' % (SHARE + mods, ko)
+            ).out.strip().split(',') if d and d != 'kvm')
+        self.sh('set -e; modprobe -d %s -a %s; insmod %s/kvm.ko; '
+                'insmod %s/kvm-amd.ko'
+                % (shlex.quote(root), ' '.join(sorted(deps)),
+                   SHARE + mods, SHARE + mods))
 
     def kvm_taint(self):
         """The taint flags of the loaded kvm module (O: out of tree)."""

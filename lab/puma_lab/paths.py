@@ -121,6 +121,41 @@ def kernel(name):
     return Kernel(name, release, os.path.join(base, 'root'))
 
 
+@dataclasses.dataclass(frozen=True)
+class BuiltKernel:
+    """A kernel lab/setup built (no modules): the kernel hosts' own.
+
+    It boots like the stock 6.12 (PVH entry of its ELF vmlinux, the lab's
+    6.12 initramfs, which finds everything built in) and answers to the
+    name ``base`` for what the image holds for that kernel.
+    """
+
+    name: str
+    release: str
+    vmlinux: str
+    base: str = '6.12'
+
+    @property
+    def boot_image(self):
+        return self.vmlinux
+
+    @property
+    def initrd(self):
+        return os.path.join(image_dir(), 'initrd-%s.img' % self.base)
+
+
+def khost_kernel():
+    """The kernel-host kernel with our KSM series (lab/setup khost)."""
+    base = os.path.join(CACHE, 'khost-kernel', 'current')
+    if not os.path.exists(os.path.join(base, 'good')):
+        raise errors.LabError('the kernel-host kernel is not built in %s '
+                              '(run lab/setup khost)' % base)
+    prefix = os.path.join(os.path.realpath(base), 'prefix')
+    with open(os.path.join(prefix, 'release')) as f:
+        release = f.read().strip()
+    return BuiltKernel('khost', release, os.path.join(prefix, 'vmlinux'))
+
+
 def image_dir():
     base = os.path.join(CACHE, 'image', 'current')
     if not os.path.exists(os.path.join(base, 'good')):

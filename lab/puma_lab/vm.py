@@ -104,8 +104,12 @@ class Guest:
         self.ns = ns or lab.ns
         self.events = events
         self.name = name
-        self.kernel_name = kernel
-        self.kernel = paths.kernel(kernel)
+        # KERNEL names a stock guest kernel, or is a built one
+        # (paths.BuiltKernel: the kernel hosts').
+        if isinstance(kernel, paths.BuiltKernel):
+            self.kernel_name, self.kernel = kernel.name, kernel
+        else:
+            self.kernel_name, self.kernel = kernel, paths.kernel(kernel)
         self.mem_mb = mem_mb
         self.vcpus = vcpus
         self.disks = list(disks)
