@@ -9,7 +9,8 @@ the kernel host (``SAMPLE_SCRIPT``, whose output ``parse_sample`` reads);
 # Counters read at each sample; those a kernel lacks read as absent.
 COUNTERS = ('pages_shared', 'pages_sharing', 'pages_unshared',
             'full_scans', 'ksm_zero_pages', 'general_profit',
-            'pages_to_scan', 'pages_skipped')
+            'pages_to_scan', 'pages_skipped', 'lookahead_hits',
+            'lookahead_misses')
 
 # Prints "name value" lines: the counters, then ksmd's CPU time in clock
 # ticks (utime + stime, fields 14 and 15 of its stat) and the tick rate.
@@ -76,6 +77,11 @@ def summary(samples):
         'ksmd_cpu_s': round(cpu, 2),
         'cpu_ms_per_page': round(1000 * cpu / final, 3) if final else None,
         'pages_to_scan_end': last.get('pages_to_scan'),
+        # The look-ahead's own counters (the khost kernel's KSM series).
+        'lookahead_hits': (last.get('lookahead_hits', 0) -
+                           first.get('lookahead_hits', 0)),
+        'lookahead_misses': (last.get('lookahead_misses', 0) -
+                             first.get('lookahead_misses', 0)),
         'sharing_at_cpu': [(round(s['ksmd_cpu_s'] - first['ksmd_cpu_s'], 2),
                             s['pages_sharing']) for s in samples],
     }
@@ -88,3 +94,18 @@ def sharing_at(curve, cpu_s):
         if cpu <= cpu_s:
             best = sharing
     return best
+
+
+def at_equal_cpu(curve, others):
+    """CURVE's pages_sharing against the best of OTHERS at equal CPU.
+
+    The CPU seconds compared are the fewest any of the curves reached, so
+    every curve has been measured there.  Returns (cpu_s, sharing of CURVE,
+    best sharing of OTHERS); None when a curve is empty.
+    """
+    curves = [curve] + list(others)
+    if not others or not all(curves):
+        return None
+    cpu_s = min(c[-1][0] for c in curves)
+    return (cpu_s, sharing_at(curve, cpu_s),
+            max(sharing_at(c, cpu_s) for c in others))

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Page merging (KSM) of today's Debian 6.12 on a kernel host: the baseline.
+"""Page merging (KSM) on a kernel host: today's KSM against the look-ahead.
 
-One kernel host (stock 6.12 under TCG with Debian's kvm_amd) runs GUESTS
+One kernel host (under TCG; ``--host-kernel``: Debian's stock 6.12 with
+its kvm_amd, or the khost kernel, the same source with our KSM series
+from ksm-patches/ and KVM built in) runs GUESTS
 L2 guests under KVM, all of the same lab image and kernel; their QEMUs
 mark guest RAM mergeable (``mem-merge``, QEMU's default), as on a
 hypervisor with KSM.  Once they booted, each guest runs the same
@@ -16,7 +18,16 @@ full scans and pages_sharing grew less than 1 % over three samples) or
 - ``plain``: ``smart_scan=0``, no advisor;
 - ``stock``: Debian's defaults (``smart_scan=1``, no advisor);
 - ``advisor``: ``smart_scan=1`` and ``advisor_mode=scan-time`` (the
-  advisor sets ``pages_to_scan`` itself).
+  advisor sets ``pages_to_scan`` itself);
+- ``lookahead`` (khost kernel only): ``stock`` with ``lookahead=1``.
+
+On the khost kernel the first three run with ``lookahead=0``: today's
+KSM, in the same kernel and the same run.  ``lookahead_sharing_x`` is
+the look-ahead's pages sharing against the best of the three at equal
+ksmd CPU (the fewest CPU seconds any of them used, ``equal_cpu_s``),
+``lookahead_cpu_per_page_x`` its CPU per page sharing at the end against
+the best of the three; ``lookahead_hits``/``lookahead_misses`` are the
+series' own counters over the setting's run.
 
 ``plain`` and ``stock`` scan ``--pages-to-scan`` pages per wake-up (the
 kernel's default, 100, takes several minutes per full scan under TCG).
@@ -32,6 +43,7 @@ compare settings within a run, not with a hypervisor.
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 
@@ -43,10 +55,16 @@ from puma_lab import paths
 from puma_lab import svgplot
 
 SETTINGS = {
-    'plain': {'smart_scan': 0, 'advisor_mode': 'none'},
-    'stock': {'smart_scan': 1, 'advisor_mode': 'none'},
-    'advisor': {'smart_scan': 1, 'advisor_mode': 'scan-time'},
+    'plain': {'smart_scan': 0, 'advisor_mode': 'none', 'lookahead': 0},
+    'stock': {'smart_scan': 1, 'advisor_mode': 'none', 'lookahead': 0},
+    'advisor': {'smart_scan': 1, 'advisor_mode': 'scan-time',
+                'lookahead': 0},
+    # Our KSM series (--host-kernel khost): Debian's defaults plus the
+    # look-ahead.
+    'lookahead': {'smart_scan': 1, 'advisor_mode': 'none', 'lookahead': 1},
 }
+# The settings of today's KSM, which the look-ahead is measured against.
+STOCK_SETTINGS = ('plain', 'stock', 'advisor')
 # What each guest reads and writes: the same in every guest.
 WORKLOAD = ('cat /usr/lib/x86_64-linux-gnu/*.so* /usr/bin/* '
             '>/dev/null 2>&1; seq 1 %d > /dev/shm/puma-ksm; sync')
@@ -54,11 +72,19 @@ SAMPLE_EVERY = 10
 
 
 def _ksm_set(kh, settings):
-    """Write SETTINGS to the kernel host's KSM (absent knobs skipped)."""
+    """Write SETTINGS to the kernel host's KSM.
+
+    A knob the kernel lacks is skipped when it is asked to be off (0 or
+    none: what that kernel does anyway) and an error otherwise.
+    """
     script = ['cd /sys/kernel/mm/ksm']
     for name, value in settings.items():
-        script.append('if [ -w %s ]; then echo %s > %s; fi'
-                      % (name, value, name))
+        off = str(value) in ('0', 'none')
+        script.append('if [ -w %s ]; then echo %s > %s; %s fi'
+                      % (name, value, name,
+                         '' if off else
+                         'else echo "KSM has no knob %s" >&2; exit 1;'
+                         % name))
     kh.sh('; '.join(script))
 
 
@@ -119,7 +145,14 @@ def run(argv):
     ap.add_argument('--guests', type=int, default=2)
     ap.add_argument('--mem', type=int, default=256,
                     help='MiB of each L2 guest')
-    ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS)
+    ap.add_argument('--kernel', default='6.12', choices=paths.KERNELS,
+                    help="the L2 guests' kernel")
+    ap.add_argument('--host-kernel', default=None,
+                    choices=kernel_host.HOST_KERNELS,
+                    help="the kernel host's kernel: Debian's stock 6.12, "
+                         'or khost, the build with our KSM series (built '
+                         'by lab/setup khost on the way); default: khost '
+                         'when the lookahead setting runs, else 6.12')
     ap.add_argument('--seq', type=int, default=2000000,
                     help='lines of the tmpfs text file each guest writes')
     ap.add_argument('--pages-to-scan', type=int, default=1000)
@@ -136,6 +169,14 @@ def run(argv):
         if n not in SETTINGS:
             ap.error('unknown setting %r (known: %s)'
                      % (n, ', '.join(SETTINGS)))
+    if args.host_kernel is None:
+        args.host_kernel = 'khost' if 'lookahead' in names else '6.12'
+    if 'lookahead' in names and args.host_kernel != 'khost':
+        ap.error('the lookahead setting needs --host-kernel khost')
+    if args.host_kernel == 'khost':
+        setup = os.path.join(paths.TOP, 'lab', 'setup')
+        if subprocess.run([setup, 'khost']).returncode:
+            raise errors.LabError('lab/setup khost failed')
     faults = []
     for attempt in range(1 + args.retries):
         try:
@@ -159,7 +200,8 @@ def _run_once(args, names):
     results = {}
     with lab_mod.Lab('bench-ksm') as lab:
         kh = kernel_host.KernelHost(
-            lab, 'kh', mem_mb=max(1536, 512 + args.guests * args.mem))
+            lab, 'kh', mem_mb=max(1536, 512 + args.guests * args.mem),
+            kernel=args.host_kernel)
         kh.start().wait_booted()
         kh.load_kvm()
         _ksm_set(kh, {'run': 0})
@@ -185,12 +227,14 @@ def _run_once(args, names):
 
 def _figures(args, results):
     fig = {'guests': args.guests, 'mem_mb': args.mem,
-           'kernel': args.kernel, 'pages_to_scan': args.pages_to_scan}
+           'kernel': args.kernel, 'host_kernel': args.host_kernel,
+           'pages_to_scan': args.pages_to_scan}
     for n, r in results.items():
         for key in ('pages_sharing', 'pages_shared', 't90_s', 'ksmd_cpu_s',
                     'cpu_ms_per_page', 'full_scans', 'duration_s',
                     'settled', 'pages_to_scan_end', 'sharing_at_cpu'):
             fig['%s_%s' % (n, key)] = r[key]
+    _lookahead_figures(fig, results)
     base = results.get('plain')
     for n, r in results.items():
         if n == 'plain' or not base or not base['pages_sharing']:
@@ -205,3 +249,28 @@ def _figures(args, results):
                     exist_ok=True)
         plot(results, args.plot)
     return fig
+
+
+def _lookahead_figures(fig, results):
+    """The look-ahead against the best of today's settings of this run."""
+    look = results.get('lookahead')
+    stock = {n: results[n] for n in STOCK_SETTINGS if n in results}
+    if not look or not stock:
+        return
+    fig['lookahead_hits'] = look['lookahead_hits']
+    fig['lookahead_misses'] = look['lookahead_misses']
+    equal = ksm_stats.at_equal_cpu(look['sharing_at_cpu'],
+                                   [r['sharing_at_cpu']
+                                    for r in stock.values()])
+    if equal:
+        cpu_s, mine, best = equal
+        fig['equal_cpu_s'] = cpu_s
+        fig['lookahead_sharing_at_equal_cpu'] = mine
+        fig['best_stock_sharing_at_equal_cpu'] = best
+        if best:
+            fig['lookahead_sharing_x'] = round(mine / best, 2)
+    per_page = [r['cpu_ms_per_page'] for r in stock.values()
+                if r['cpu_ms_per_page']]
+    if look['cpu_ms_per_page'] and per_page:
+        fig['lookahead_cpu_per_page_x'] = round(
+            look['cpu_ms_per_page'] / min(per_page), 2)

@@ -55,3 +55,25 @@ def test_summary_of_nothing_merged():
     s = ksm_stats.summary(_samples([0, 0], [0, 1], [0, 1]))
     assert s['pages_sharing'] == 0 and s['t90_s'] is None
     assert s['cpu_ms_per_page'] is None
+
+
+def test_summary_counts_the_lookahead_over_the_run_only():
+    samples = _samples([0, 500, 1000], [0, 1, 2], [0, 1, 2])
+    for s, hits in zip(samples, (40, 90, 140)):
+        s['lookahead_hits'], s['lookahead_misses'] = hits, 7
+    s = ksm_stats.summary(samples)
+    assert s['lookahead_hits'] == 100 and s['lookahead_misses'] == 0
+    # A kernel without the series reads as no look-ahead at all.
+    s = ksm_stats.summary(_samples([0, 5], [0, 1], [0, 1]))
+    assert s['lookahead_hits'] == 0 and s['lookahead_misses'] == 0
+
+
+def test_at_equal_cpu_compares_where_every_curve_was_measured():
+    look = [(0.0, 0), (1.0, 800), (2.0, 1000), (6.0, 1200)]
+    fast = [(0.0, 0), (1.0, 300), (3.0, 900)]
+    slow = [(0.0, 0), (2.5, 600), (8.0, 1100)]
+    # fast ends at 3.0 CPU s: the fewest; there look has 1000, the best
+    # other (fast) 900.
+    assert ksm_stats.at_equal_cpu(look, [fast, slow]) == (3.0, 1000, 900)
+    assert ksm_stats.at_equal_cpu(look, []) is None
+    assert ksm_stats.at_equal_cpu([], [fast]) is None
