@@ -421,10 +421,13 @@ class NestedGuest:
     guest, a few seconds a request).  SHARE, a directory below the kernel
     host's ``out_dir``, is shared read-only as the guest's ``/mnt/host``;
     CPU is QEMU's ``-cpu`` (``host`` plus features, e.g. ``kvm-shoot4u=on``).
+    MEM_MERGE false opts the guest's RAM out of the kernel host's page
+    merging (``-machine mem-merge=off``: what libvirt's ``<nosharepages/>``
+    asks of QEMU).
     """
 
     def __init__(self, host, name, kernel='6.1', mem_mb=256, vcpus=1,
-                 append='', share=None, cpu='host'):
+                 append='', share=None, cpu='host', mem_merge=True):
         if not host.kvm_ready:
             raise errors.LabError('kernel host %s: load_kvm() first'
                                   % host.name)
@@ -435,6 +438,7 @@ class NestedGuest:
         self.vcpus = vcpus
         self.append = append
         self.cpu = cpu
+        self.mem_merge = mem_merge
         self.share = None
         if share is not None:
             rel = os.path.relpath(share, host.out_dir)
@@ -469,7 +473,9 @@ class NestedGuest:
         if self.append:
             cmdline.append(self.append)
         return [paths.qemu_binary(), '-name', self.name,
-                '-machine', 'q35', '-accel', 'kvm', '-cpu', self.cpu,
+                '-machine', 'q35,mem-merge=%s'
+                % ('on' if self.mem_merge else 'off'),
+                '-accel', 'kvm', '-cpu', self.cpu,
                 '-smp', str(self.vcpus), '-m', str(self.mem_mb),
                 '-nodefaults', '-display', 'none', '-no-user-config',
                 '-kernel', self.kernel.vmlinuz,
@@ -527,6 +533,12 @@ class NestedGuest:
     def running(self):
         return self.host.chroot('kill -0 "$(cat %s)"' % self.pidfile,
                                 check=False).rc == 0
+
+    def ksm_merging_pages(self):
+        """The pages of this guest's QEMU that KSM merged (its /proc)."""
+        pid = int(self.host.chroot('cat %s' % self.pidfile).out.strip())
+        return int(self.host.run('cat /proc/%d/ksm_merging_pages'
+                                 % pid).out.strip())
 
     def wait_booted(self, timeout=L2_BOOT_TIMEOUT):
         """Wait for the lab init's ready line on the L2 console.

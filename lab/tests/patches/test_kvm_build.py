@@ -59,3 +59,30 @@ def test_kvm_selftest_of_shoot4u_is_built():
     test = os.path.join(paths.built('linux'), 'prefix', 'selftests',
                         'shoot4u_test')
     assert os.access(test, os.X_OK), test
+
+
+def test_ksm_series_applies_to_the_kernel_source(tmp_path):
+    """ksm-patches/ applies to Debian's tree of the lab's 6.12 kernel.
+
+    The full profile builds it (lab/setup khost); this checks, without a
+    build, that the series still applies to the first commit of the KVM
+    build's source tree (Debian's, unpatched), in an index of its own.
+    """
+    src = os.path.join(paths.built('linux'), 'src')
+    env = dict(os.environ, GIT_INDEX_FILE=str(tmp_path / 'index'))
+
+    def git(*args):
+        return subprocess.run(['git', '-C', src] + list(args), env=env,
+                              capture_output=True, text=True)
+
+    base = git('rev-list', '--max-parents=0', 'HEAD').stdout.split()
+    assert len(base) == 1, base
+    assert git('read-tree', base[0]).returncode == 0
+    series = os.path.join(paths.TOP, 'ksm-patches')
+    with open(os.path.join(series, 'series')) as f:
+        patches = [os.path.join(series, ln.strip()) for ln in f
+                   if ln.strip() and not ln.startswith('#')]
+    assert patches
+    for patch in patches:
+        p = git('apply', '--cached', patch)
+        assert p.returncode == 0, (patch, p.stderr)
