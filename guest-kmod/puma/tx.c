@@ -226,7 +226,7 @@ void puma_peer_queue_inval(int id, const struct puma_fkey *fk, u32 kind,
 	p = puma_peer_find(id);
 	if (!p)
 		goto out_unlock;
-	b = kmalloc(sizeof(*b) + sizeof(*inv), GFP_ATOMIC | __GFP_NOWARN);
+	b = kmalloc(sizeof(*b) + sizeof(*inv), GFP_NOWAIT | __GFP_NOWARN);
 	if (!b)
 		goto out_unlock;
 	b->type = PUMA_MSG_INVAL;
@@ -568,7 +568,7 @@ void puma_peer_broadcast(u16 type)
 
 		if (!p || !p->lender_side)
 			continue;
-		b = kzalloc(sizeof(*b), GFP_ATOMIC);
+		b = kzalloc(sizeof(*b), GFP_NOWAIT | __GFP_NOWARN);
 		if (!b)
 			continue;
 		b->type = type;
