@@ -26,6 +26,7 @@ import time
 
 from puma_lab import agent
 from puma_lab import errors
+from puma_lab import host_cache
 from puma_lab import paths
 from puma_lab import vm
 
@@ -423,11 +424,13 @@ class NestedGuest:
     CPU is QEMU's ``-cpu`` (``host`` plus features, e.g. ``kvm-shoot4u=on``).
     MEM_MERGE false opts the guest's RAM out of the kernel host's page
     merging (``-machine mem-merge=off``: what libvirt's ``<nosharepages/>``
-    asks of QEMU).
+    asks of QEMU).  DATA, a (path in the chroot, cache mode) pair, adds a
+    data disk (host_cache.py: ``writeback``, ``none`` or ``exclusive``).
     """
 
     def __init__(self, host, name, kernel='6.1', mem_mb=256, vcpus=1,
-                 append='', share=None, cpu='host', mem_merge=True):
+                 append='', share=None, cpu='host', mem_merge=True,
+                 data=None):
         if not host.kvm_ready:
             raise errors.LabError('kernel host %s: load_kvm() first'
                                   % host.name)
@@ -439,6 +442,7 @@ class NestedGuest:
         self.append = append
         self.cpu = cpu
         self.mem_merge = mem_merge
+        self.data = data
         self.share = None
         if share is not None:
             rel = os.path.relpath(share, host.out_dir)
@@ -470,6 +474,8 @@ class NestedGuest:
                      'readonly=on' % self.share,
                      '-device', 'virtio-9p-pci,fsdev=fs0,mount_tag=host']
             cmdline.append('puma.share=host')
+        if self.data:
+            extra += host_cache.blockdev_args(*self.data)
         if self.append:
             cmdline.append(self.append)
         return [paths.qemu_binary(), '-name', self.name,

@@ -39,6 +39,18 @@ at equal CPU.  Ratios against ``plain`` measured in the same run:
 ``stock_sharing_x_plain``, ``advisor_sharing_x_plain`` and
 ``*_cpu_per_page_x_plain``.  Times are the kernel host's under TCG:
 compare settings within a run, not with a hypervisor.
+
+Then the caching half (``--cache-modes``, host_cache_workload.py): the
+same number of guests with data disks in the kernel host's page cache,
+once per mode: ``writeback`` (double caching), ``none`` (O_DIRECT) and
+``exclusive`` (QEMU's exclusive-cache).  The kernel host's data disk is
+throttled (``--cache-disk-bps``, ``--cache-disk-iops``: the modelled
+disk; the file itself sits in this machine's page cache).  Figures
+``cache_<mode>_*`` and ``host_cache_x_writeback`` (the kernel host's page
+cache of the images, exclusive / writeback), ``throughput_x_writeback``
+and ``throughput_x_none`` (the guests' read throughput, exclusive /
+the other), ``reread_x_writeback`` (a read after the guests dropped
+their own caches: what exclusive caching gives up).
 """
 
 import argparse
@@ -48,6 +60,8 @@ import sys
 import time
 
 from puma_lab import errors
+from puma_lab import host_cache
+from puma_lab import host_cache_workload
 from puma_lab import kernel_host
 from puma_lab import ksm_stats
 from puma_lab import lab as lab_mod
@@ -163,8 +177,27 @@ def run(argv):
                     help='runs started again after a machine fault')
     ap.add_argument('--plot', default=None,
                     help='write an SVG of pages sharing over time here')
+    ap.add_argument('--cache-modes', default=','.join(host_cache.MODES),
+                    help='cache modes of the caching half, in order (empty: '
+                         'none)')
+    ap.add_argument('--cache-files', type=int, default=3,
+                    help="files each guest reads in the caching half")
+    ap.add_argument('--cache-file-mb', type=int, default=32)
+    ap.add_argument('--cache-rounds', type=int, default=3,
+                    help='times each guest reads its files')
+    ap.add_argument('--cache-disk-bps', type=int, default=200 << 20,
+                    help="the modelled disk under the kernel host's page "
+                         'cache: bytes/s (0: unthrottled)')
+    ap.add_argument('--cache-disk-iops', type=int, default=4000)
     args = ap.parse_args(argv)
     names = [n for n in args.settings.split(',') if n]
+    args.modes = [m for m in args.cache_modes.split(',') if m]
+    for m in args.modes:
+        if m not in host_cache.MODES:
+            ap.error('unknown cache mode %r (known: %s)'
+                     % (m, ', '.join(host_cache.MODES)))
+    if not names and not args.modes:
+        ap.error('nothing to measure: no setting and no cache mode')
     for n in names:
         if n not in SETTINGS:
             ap.error('unknown setting %r (known: %s)'
@@ -180,7 +213,7 @@ def run(argv):
     faults = []
     for attempt in range(1 + args.retries):
         try:
-            results = _run_once(args, names)
+            results, caching = _run_once(args, names)
             break
         except kernel_host.MachineFault as e:
             # Nested SVM under TCG loses a machine now and then
@@ -191,41 +224,62 @@ def run(argv):
     else:
         raise kernel_host.MachineFault('%d machine faults: %s'
                                        % (len(faults), '; '.join(faults)))
-    fig = _figures(args, results)
+    fig = _figures(args, results, caching)
     fig['machine_faults'] = faults
     return fig
 
 
 def _run_once(args, names):
-    results = {}
+    results, caching = {}, {}
     with lab_mod.Lab('bench-ksm') as lab:
+        disks = []
+        if args.modes:
+            disks.append(host_cache.kernel_host_disk(
+                lab, 'kh', 1024 + args.guests * 2 * args.cache_files *
+                args.cache_file_mb, bps=args.cache_disk_bps,
+                iops=args.cache_disk_iops))
         kh = kernel_host.KernelHost(
             lab, 'kh', mem_mb=max(1536, 512 + args.guests * args.mem),
-            kernel=args.host_kernel)
+            kernel=args.host_kernel, disks=disks)
         kh.start().wait_booted()
         kh.load_kvm()
-        _ksm_set(kh, {'run': 0})
-        knobs = kh.sh('cd /sys/kernel/mm/ksm && grep -H . *').out
-        print('kernel host KSM before:\n' + knobs, file=sys.stderr)
-        guests = []
-        for i in range(args.guests):
-            g = kernel_host.NestedGuest(kh, 'ksm%d' % i, kernel=args.kernel,
-                                        mem_mb=args.mem)
-            g.start().wait_booted()
-            guests.append(g)
-            print('guest %s booted in %.1f s' % (g.name, g.boot_s),
-                  file=sys.stderr)
-        for g in guests:
-            g.run(WORKLOAD % args.seq, timeout=900)
-        for n in names:
-            results[n] = measure(kh, n, SETTINGS[n], args.pages_to_scan,
-                                 args.max_s)
-        for g in guests:
-            g.stop()
+        if names:
+            results = _merging(args, names, kh)
+        if args.modes:
+            host_cache.mount_data(kh)
+            for m in args.modes:
+                caching[m] = host_cache_workload.measure(
+                    kh, m, args.guests, args.kernel, args.mem,
+                    args.cache_files, args.cache_file_mb, args.cache_rounds,
+                    lambda line: print(line, file=sys.stderr))
+    return results, caching
+
+
+def _merging(args, names, kh):
+    """The merging half: every setting of NAMES on the same guests."""
+    results = {}
+    _ksm_set(kh, {'run': 0})
+    knobs = kh.sh('cd /sys/kernel/mm/ksm && grep -H . *').out
+    print('kernel host KSM before:\n' + knobs, file=sys.stderr)
+    guests = []
+    for i in range(args.guests):
+        g = kernel_host.NestedGuest(kh, 'ksm%d' % i, kernel=args.kernel,
+                                    mem_mb=args.mem)
+        g.start().wait_booted()
+        guests.append(g)
+        print('guest %s booted in %.1f s' % (g.name, g.boot_s),
+              file=sys.stderr)
+    for g in guests:
+        g.run(WORKLOAD % args.seq, timeout=900)
+    for n in names:
+        results[n] = measure(kh, n, SETTINGS[n], args.pages_to_scan,
+                             args.max_s)
+    for g in guests:
+        g.stop()
     return results
 
 
-def _figures(args, results):
+def _figures(args, results, caching):
     fig = {'guests': args.guests, 'mem_mb': args.mem,
            'kernel': args.kernel, 'host_kernel': args.host_kernel,
            'pages_to_scan': args.pages_to_scan}
@@ -235,6 +289,13 @@ def _figures(args, results):
                     'settled', 'pages_to_scan_end', 'sharing_at_cpu'):
             fig['%s_%s' % (n, key)] = r[key]
     _lookahead_figures(fig, results)
+    if caching:
+        fig.update({'cache_files': args.cache_files,
+                    'cache_file_mb': args.cache_file_mb,
+                    'cache_rounds': args.cache_rounds,
+                    'cache_disk_bps': args.cache_disk_bps,
+                    'cache_disk_iops': args.cache_disk_iops})
+        fig.update(host_cache_workload.figures(caching))
     base = results.get('plain')
     for n, r in results.items():
         if n == 'plain' or not base or not base['pages_sharing']:
@@ -244,7 +305,7 @@ def _figures(args, results):
         if r['cpu_ms_per_page'] and base['cpu_ms_per_page']:
             fig['%s_cpu_per_page_x_plain' % n] = round(
                 r['cpu_ms_per_page'] / base['cpu_ms_per_page'], 2)
-    if args.plot:
+    if args.plot and results:
         os.makedirs(os.path.dirname(os.path.abspath(args.plot)),
                     exist_ok=True)
         plot(results, args.plot)

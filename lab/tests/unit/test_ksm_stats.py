@@ -1,6 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""lab/bench ksm's reading of KSM's counters and its figures."""
+"""lab/bench ksm's reading of KSM's counters, its caching half, figures."""
 
+import pytest
+
+from puma_lab import errors
+from puma_lab import host_cache
+from puma_lab import host_cache_workload
 from puma_lab import ksm_stats
 
 SAMPLE = ('pages_shared 120\npages_sharing 3400\npages_unshared 9\n'
@@ -77,3 +82,39 @@ def test_at_equal_cpu_compares_where_every_curve_was_measured():
     assert ksm_stats.at_equal_cpu(look, [fast, slow]) == (3.0, 1000, 900)
     assert ksm_stats.at_equal_cpu(look, []) is None
     assert ksm_stats.at_equal_cpu([], [fast]) is None
+
+
+def test_cache_modes_give_qemu_the_file_driver_options():
+    args = host_cache.blockdev_args('/run/puma-data/c0.img', 'exclusive')
+    assert 'driver=file,node-name=datafile,filename=/run/puma-data/c0.img,' \
+        'cache.direct=off,exclusive-cache=on' in args
+    assert any('serial=%s' % host_cache.GUEST_SERIAL in a for a in args)
+    assert 'cache.direct=on' in host_cache.blockdev_args('x', 'none')[1]
+    with pytest.raises(errors.LabError):
+        host_cache.blockdev_args('x', 'fast')
+
+
+def test_caching_figures_compare_exclusive_with_the_others():
+    def r(cache, read, reread):
+        return {'host_cache_mb': cache, 'read_mb_s': read,
+                'reread_mb_s': reread, 'read_s': 1, 'reread_s': 1,
+                'data_mb': 192}
+    fig = host_cache_workload.figures({
+        'writeback': r(200.0, 50.0, 40.0), 'none': r(0.0, 45.0, 10.0),
+        'exclusive': r(10.0, 49.0, 10.0)})
+    assert fig['host_cache_x_writeback'] == 0.05
+    assert fig['throughput_x_writeback'] == 0.98
+    assert fig['throughput_x_none'] == 1.09
+    assert fig['reread_x_writeback'] == 0.25
+    assert fig['cache_none_host_cache_mb'] == 0.0
+    # Without exclusive there is nothing to compare.
+    assert 'host_cache_x_writeback' not in host_cache_workload.figures(
+        {'writeback': r(200.0, 50.0, 40.0)})
+
+
+def test_elapsed_times_come_from_the_guests_lines():
+    out = 'x\nread 100.5 112.75\nreread 120.0 121.5\n'
+    assert host_cache_workload._elapsed(out, 'read') == 12.25
+    assert host_cache_workload._elapsed(out, 'reread') == 1.5
+    with pytest.raises(AssertionError):
+        host_cache_workload._elapsed('nothing', 'read')
