@@ -77,6 +77,7 @@ const char *const puma_stat_names[PUMA_STAT_NR] = {
 	[PUMA_STAT_DROP_SUSPENDED] = "drop_suspended",
 	[PUMA_STAT_DROP_SEQUENTIAL] = "drop_sequential",
 	[PUMA_STAT_DROP_TRUNCATING] = "drop_truncating",
+	[PUMA_STAT_DROP_WRITING] = "drop_writing",
 	[PUMA_STAT_DROP_NOMEM] = "drop_nomem",
 	[PUMA_STAT_DROP_QUEUE_FULL] = "drop_queue_full",
 	[PUMA_STAT_LEND_PUTS] = "lend_puts",

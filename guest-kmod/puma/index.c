@@ -53,6 +53,7 @@
 #include <linux/hash.h>
 #include <linux/hashtable.h>
 #include <linux/iversion.h>
+#include <linux/magic.h>
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/xarray.h>
@@ -363,6 +364,38 @@ static bool puma_file_check(struct puma_file *f, struct inode *inode)
 	return true;
 }
 
+static void puma_file_forget(struct puma_file *f, pgoff_t index)
+{
+	void *old;
+
+	lockdep_assert_held(&puma_index_lock);
+	old = xa_erase(&f->pages, index);
+	if (old)
+		puma_entry_del(f, xa_to_value(old));
+}
+
+/*
+ * Is a write to @inode possibly under way, between its update of the
+ * time stamps and the end of its copy of the data?  ext4's buffered
+ * writes hold i_rwsem across both (ext4_buffered_write_iter()), and its
+ * inline-data writes copy without any hook seeing them: a page put in
+ * that window would pair the old data with the new cookie, and the
+ * write that follows would leave it stale under a cookie that no longer
+ * moves.  So no put is taken from such a file while anyone holds its
+ * i_rwsem.  A holder that only reads (ext4's direct reads) costs a put,
+ * never data.  Other file systems' writes all reach the dirty hook, and
+ * XFS's buffered readers hold i_rwsem shared: they are not held back.
+ *
+ * The writer takes i_rwsem before it stores the new time stamps, so a
+ * reader of the cookie that saw them, and then reads i_rwsem (after
+ * smp_rmb()), sees it held.
+ */
+static bool puma_write_in_progress(struct inode *inode)
+{
+	return inode->i_sb->s_magic == EXT4_SUPER_MAGIC &&
+	       inode_is_locked(inode);
+}
+
 /**
  * puma_index_note_put - record that a page of @inode goes to lender @peer
  * @inode: the file
@@ -376,7 +409,7 @@ static bool puma_file_check(struct puma_file *f, struct inode *inode)
  * Caller: the put hook, with interrupts off.  The caller queues the page
  * under the same lock hold only if this returned 0 and !*already.
  *
- * Return: 0, -EBUSY (truncate in progress or sequential page: no put),
+ * Return: 0, -EBUSY (sequential page, or a write under way: no put),
  * -ENOMEM, -ENOSPC (versions used up: no put ever again).
  */
 static int puma_index_note_put(struct inode *inode, pgoff_t index,
@@ -394,6 +427,13 @@ static int puma_index_note_put(struct inode *inode, pgoff_t index,
 		return -ENOMEM;
 	*fp = f;
 	puma_file_check(f, inode);
+	/* The cookie was read above; the state of i_rwsem is read after. */
+	smp_rmb();
+	if (puma_write_in_progress(inode)) {
+		puma_file_forget(f, index);
+		puma_count(PUMA_STAT_DROP_WRITING);
+		return -EBUSY;
+	}
 	old = xa_load(&f->pages, index);
 	if (old && (xa_to_value(old) & PUMA_E_SEQ)) {
 		xa_erase(&f->pages, index);
@@ -419,16 +459,6 @@ static int puma_index_note_put(struct inode *inode, pgoff_t index,
 		puma_entry_add(f, peer);
 	f->peers |= BIT(peer);
 	return 0;
-}
-
-static void puma_file_forget(struct puma_file *f, pgoff_t index)
-{
-	void *old;
-
-	lockdep_assert_held(&puma_index_lock);
-	old = xa_erase(&f->pages, index);
-	if (old)
-		puma_entry_del(f, xa_to_value(old));
 }
 
 /*

@@ -58,6 +58,7 @@ enum puma_stat {
 	PUMA_STAT_DROP_SUSPENDED,
 	PUMA_STAT_DROP_SEQUENTIAL,
 	PUMA_STAT_DROP_TRUNCATING,
+	PUMA_STAT_DROP_WRITING,		/* a writer held the file's i_rwsem */
 	PUMA_STAT_DROP_NOMEM,
 	PUMA_STAT_DROP_QUEUE_FULL,
 	PUMA_STAT_LEND_PUTS,		/* lender: pages stored */

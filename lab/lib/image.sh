@@ -121,6 +121,8 @@ install_image()
 		"$PUMA_TOP/lab/guest/mmiorace.c" || die "cannot build mmiorace"
 	gcc -O2 -Wall -static -pthread -o "$stage/usr/local/bin/fstorture" \
 		"$PUMA_TOP/lab/guest/fstorture.c" || die "cannot build fstorture"
+	gcc -O2 -Wall -static -pthread -o "$stage/usr/local/bin/ufdwrite" \
+		"$PUMA_TOP/lab/guest/ufdwrite.c" || die "cannot build ufdwrite"
 	echo puma-guest >"$stage/etc/hostname"
 	for k in $PUMA_KERNELS; do
 		rel=$(kernel_release "$k")

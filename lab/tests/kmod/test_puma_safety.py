@@ -239,3 +239,67 @@ def test_unhooked_change_is_never_stale(lab, kernel):
     lender.run('rmmod puma')
     test_puma.check_dmesg(borrower)
     test_puma.check_dmesg(lender)
+
+
+@pytest.mark.parametrize('kernel', profile.kernels('6.1'))
+def test_put_during_an_unhooked_write_is_never_stale(lab, kernel):
+    """A page put while a write no hook sees is half done.
+
+    ext4's write updates the file's time stamps (its change cookie)
+    before it copies the data.  ufdwrite stops a write to an inline-data
+    file right there (its buffer faults through userfaultfd), the page
+    is evicted then, and the write completes without any hook.  Before
+    the module refused puts while the file's i_rwsem is held, that put
+    paired the old data with the new cookie, and the next get served
+    the old content.
+    """
+    disk = vm.Disk(lab.path('inline.img'))
+    with open(disk.path, 'wb') as f:
+        f.truncate(64 << 20)
+    share = test_puma.share_with_module(lab, kernel)
+    lender, borrower = test_puma.start_pair(lab, kernel, share,
+                                            disks=[disk], put_buffers=8192)
+    borrower.run('mkfs.ext4 -q -O inline_data /dev/vdb && '
+                 'mkdir -p /mnt/data && mount /dev/vdb /mnt/data',
+                 timeout=120)
+    borrower.run('/mnt/host/pumactl set seq_filter 0')
+    old = 'old-content-' + '0' * 28
+    new = 'NEW'
+    borrower.run('printf %s > /mnt/data/f && sync' % old)
+    assert 'N' in borrower.run('lsattr /mnt/data/f').out.split()[0]
+    borrower.run('dd if=/mnt/data/f iflag=nocache count=0 status=none')
+    test_puma.settle_puts(lender, borrower)
+    assert test_puma.fs_stats(borrower, '/mnt/data')['remote_pages'] == 1
+    # A new second for the time stamps, then the write that stops.
+    borrower.run('sleep 1; rm -f /tmp/go; setsid ufdwrite /mnt/data/f %s '
+                 '/tmp/go >/tmp/ufd.out 2>&1 </dev/null &' % new)
+    for _ in range(100):
+        if 'blocked' in borrower.run('cat /tmp/ufd.out').out:
+            break
+        borrower.run('sleep 0.1')
+    else:
+        pytest.fail(borrower.run('cat /tmp/ufd.out').out)
+    before = test_puma.stats(borrower)
+    # The page is read in (a hit) and evicted while the write waits.
+    assert borrower.run('cat /mnt/data/f').out == old
+    borrower.run('dd if=/mnt/data/f iflag=nocache count=0 status=none')
+    test_puma.settle_puts(lender, borrower)
+    during = test_puma.stats(borrower)
+    borrower.run('touch /tmp/go')
+    for _ in range(100):
+        if 'wrote' in borrower.run('cat /tmp/ufd.out').out:
+            break
+        borrower.run('sleep 0.1')
+    assert 'wrote %d' % len(new) in borrower.run('cat /tmp/ufd.out').out
+    borrower.run('sync')
+    # The page now holds the new data, clean: evict it, read it back.
+    borrower.run('dd if=/mnt/data/f iflag=nocache count=0 status=none')
+    test_puma.settle_puts(lender, borrower)
+    got = borrower.run('cat /mnt/data/f').out
+    assert got == new + old[len(new):], (got, before, during,
+                                          test_puma.stats(borrower))
+    assert during['drop_writing'] > before['drop_writing'], (before, during)
+    borrower.run('umount /mnt/data && rmmod puma')
+    lender.run('rmmod puma')
+    test_puma.check_dmesg(borrower)
+    test_puma.check_dmesg(lender)
