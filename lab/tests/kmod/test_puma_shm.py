@@ -16,6 +16,7 @@ reason, log no oops or warning, and keep reading its files from disk.
 
 import hashlib
 import os
+import re
 import subprocess
 
 import pytest
@@ -35,6 +36,7 @@ KEY = test_puma.PAIR_KEY
 stats = test_puma.stats
 wait_for = test_puma.wait_for
 HOSTILE_SRC = os.path.join(os.path.dirname(__file__), 'puma_shm_hostile.c')
+FSTORTURE_SRC = os.path.join(paths.TOP, 'lab', 'guest', 'fstorture.c')
 # The reason (docs/puma.md) each hostile case must end the connection
 # with, as the borrower's peers line shows it.
 HOSTILE_CASES = {
@@ -277,5 +279,61 @@ def test_shm_ring_corrupted_mid_connection(lab, kernel, tmp_path):
     # Both sides start again from empty rings, and lending works again.
     wait_for(borrower, ready, 'borrower reconnects over shm')
     assert lend_file() >= 1024 * 0.9
+    test_puma.check_dmesg(borrower)
+    test_puma.check_dmesg(lender)
+
+
+@pytest.mark.parametrize('kernel', profile.kernels('6.12'))
+def test_fstorture_over_shm(lab, kernel):
+    """The integrity torture with the lender on the same-host transport.
+
+    fstorture (buffered, O_DIRECT and mmap writers, truncates, punches,
+    renames; the page cache dropped every 3 s so that reads are served
+    by the lender) on an ext4 with inline_data, in both modes; every 10 s
+    the pairing is ended and made again (pumactl shm del / borrow) while
+    files change.  No block may read back wrong.
+    """
+    share = test_puma.share_with_module(lab, kernel)
+    subprocess.run(['gcc', '-O2', '-Wall', '-Werror', '-static', '-pthread',
+                    '-o', os.path.join(share, 'fstorture'), FSTORTURE_SRC],
+                   check=True)
+    disk = vm.make_data_disk(lab.path('ext4.img'), 192,
+                             features='inline_data')
+    server = ivshmem.IvshmemServer(lab).start()
+    lender = vm.Guest(lab, 'lend', kernel=kernel, mem_mb=512, share=share,
+                      ivshmem=server).start()
+    borrower = vm.Guest(lab, 'borr', kernel=kernel, mem_mb=384, vcpus=2,
+                        share=share, disks=[disk], ivshmem=server).start()
+    lender.wait_booted()
+    borrower.wait_booted()
+    lender.run('insmod /mnt/host/puma.ko && /mnt/host/pumactl role lender '
+               '&& /mnt/host/pumactl shm lend %s %s' % (DEV, KEY))
+    start_borrower(borrower, put_buffers=4096)
+    ready = 'grep -q "shm:%s ready" /sys/kernel/puma/peers' % DEV
+    wait_for(borrower, ready, 'borrower connects over shm')
+    borrower.run('mkdir -p /mnt/ext4 && mount /dev/vdb /mnt/ext4')
+    repair = ('/mnt/host/pumactl shm del {0}; sleep 1; '
+              '/mnt/host/pumactl shm borrow {0} {1}'.format(DEV, KEY))
+    for seed, mode in enumerate(('noninclusive', 'exclusive'), 1):
+        borrower.run('/mnt/host/pumactl set mode %s' % mode)
+        before = test_puma.fs_stats(borrower, '/mnt/ext4')
+        res = borrower.run('/mnt/host/fstorture -d /mnt/ext4 -t 25 -f 16 '
+                           '-b 512 -D 3 -X 10 -x "%s" -s %d'
+                           % (repair, seed), timeout=900, check=False)
+        after = test_puma.fs_stats(borrower, '/mnt/ext4')
+        with open(lab.path('fstorture-shm-%s.log' % mode), 'w') as f:
+            f.write(res.out + res.err)
+            f.write('data disk before: %s\nafter: %s\n' % (before, after))
+        assert res.rc == 0, res
+        last = [ln for ln in res.out.splitlines()
+                if re.match(r'fstorture: (OK|FAILED) ', ln)][-1]
+        assert re.search(r'\bmismatches=0\b', last), last
+        delta = {k: after.get(k, 0) - before.get(k, 0)
+                 for k in ('gets', 'hits', 'misses', 'get_stale_dropped')}
+        print('fstorture over shm %s %s: data disk %s, doorbells %d'
+              % (kernel, mode, delta, doorbells(borrower)))
+        # The lender served reads of the data disk over shared memory.
+        assert delta['hits'] > 0, (before, after)
+        wait_for(borrower, ready, 'borrower paired again over shm')
     test_puma.check_dmesg(borrower)
     test_puma.check_dmesg(lender)
