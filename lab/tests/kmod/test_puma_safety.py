@@ -296,8 +296,8 @@ def test_put_during_an_unhooked_write_is_never_stale(lab, kernel):
     borrower.run('dd if=/mnt/data/f iflag=nocache count=0 status=none')
     test_puma.settle_puts(lender, borrower)
     got = borrower.run('cat /mnt/data/f').out
-    assert got == new + old[len(new):], (got, before, during,
-                                          test_puma.stats(borrower))
+    after = test_puma.stats(borrower)
+    assert got == new + old[len(new):], (got, before, during, after)
     assert during['drop_writing'] > before['drop_writing'], (before, during)
     borrower.run('umount /mnt/data && rmmod puma')
     lender.run('rmmod puma')
