@@ -41,7 +41,7 @@ class MemoryServer(daemon.Daemon):
     """One ``qemu-memory-server`` process on HOST, port PORT."""
 
     def __init__(self, host, port=7800, max_mb=2048, name=None, also=(),
-                 psk_dir=None, x509_dir=None):
+                 psk_dir=None, x509_dir=None, vm=None):
         self.host = host
         self.port = port
         self.max_mb = max_mb
@@ -51,6 +51,13 @@ class MemoryServer(daemon.Daemon):
         # Or TLS only, with the x509 server certificate of this directory
         # (tls.Authority.host_dir), clients must show one of the same CA.
         self.x509_dir = x509_dir
+        # The one VM (its id: the guest's UUID) the server may serve
+        # (--vm); a server with x509 credentials needs it, since a host's
+        # certificate says nothing of which VM it may use.
+        self.vm = vm
+        if x509_dir and not vm:
+            raise errors.LabError('a memory server with x509 credentials '
+                                  'serves one VM: give vm=')
         # More HOST:PORT to listen on (--listen repeated).
         self.also = tuple(also)
         name = name or 'memsrv-%s-%d' % (host.name, port)
@@ -77,6 +84,11 @@ class MemoryServer(daemon.Daemon):
             argv += ['--object', 'tls-creds-x509,id=tls0,endpoint=server,'
                      'verify-peer=on,dir=%s' % self.x509_dir,
                      '--tls-creds', 'tls0']
+        else:
+            # The lab's hosts are namespaces of this machine alone.
+            argv += ['--insecure']
+        if self.vm:
+            argv += ['--vm', self.vm]
         self.spawn(['ip', 'netns', 'exec', self.host.ns] + argv)
         self.host.lab.register(self, 'guest')
         addrs = ['%s:%d' % (self.host.addr, self.port)] + list(self.also)

@@ -88,10 +88,11 @@ class QmpGuest:
         self.hops = 0
         # One UUID for all its QEMUs, as libvirt does: the memory server
         # namespace of a VM is named after it.
+        self.uuid = str(uuid.uuid4())
         self.vm = vm.Guest(lab, '%s-%s%d' % (name, host.name, 0),
                            kernel=kernel, mem_mb=mem_mb, vcpus=vcpus,
                            ns=host.ns, events=True,
-                           extra_args=['-uuid', str(uuid.uuid4())])
+                           extra_args=['-uuid', self.uuid])
         self.vm.start().wait_booted()
         self.mig = None
         self.dst = None
@@ -245,6 +246,8 @@ class VirshGuest:
         self._result = None
         self.dst_host = None
         self._events = None
+        # The domain's UUID: QEMU's -uuid, the memory servers' VM id.
+        self.uuid = host.virsh('domuuid', name).strip()
 
     @property
     def agent(self):

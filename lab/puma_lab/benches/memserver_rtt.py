@@ -61,7 +61,10 @@ class Server:
                 '--max-memory', '256M']
         if pki:
             argv += ['--object', 'tls-creds-x509,id=tls0,endpoint=server,'
-                     'dir=%s,verify-peer=off' % pki, '--tls-creds', 'tls0']
+                     'dir=%s,verify-peer=off' % pki, '--tls-creds', 'tls0',
+                     '--vm', 'rtt']
+        else:
+            argv += ['--insecure']
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30

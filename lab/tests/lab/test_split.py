@@ -770,11 +770,12 @@ def test_split_over_tls(lab, require):
     ca = tls.Authority(lab.path('ca'))
     a, b, c = split.make_hosts(lab, 'virsh', ('a', 'b', 'c'), authority=ca)
     other = tls.Authority(lab.path('ca-other'), 'Not the lab CA')
+    g = split.make_guest('virsh', lab, a, 'vm9', mem_mb=MEM_MB)
+    # x509 certificates name hosts: each server serves this one VM.
     rogue = memserver.MemoryServer(
         c, port=7801, x509_dir=other.host_dir(lab.path('tls-rogue'), 'c',
-                                              c.addr)).start()
-    srv = memserver.MemoryServer(c, x509_dir=c.tls_dir).start()
-    g = split.make_guest('virsh', lab, a, 'vm9', mem_mb=MEM_MB)
+                                              c.addr), vm=g.uuid).start()
+    srv = memserver.MemoryServer(c, x509_dir=c.tls_dir, vm=g.uuid).start()
     pid = workload(g)
 
     g.migrate_start(b, [rogue], LIMIT, tls=True)

@@ -12,10 +12,12 @@
 
 """Memory server processes of this host (sub host of split instances).
 
-One ``qemu-memory-server --listen ADDR:PORT --max-memory SIZE`` per split
-instance whose memory this host serves, TLS only when given a directory
-of x509 certificates (then it accepts only clients with a certificate of
-the same authority, ``verify-peer=on``). Given the client hosts of an
+One ``qemu-memory-server --listen ADDR:PORT --max-memory SIZE --vm UUID``
+per split instance whose memory this host serves (``--vm``: it serves
+that instance alone), TLS only when given a directory of x509
+certificates (then it accepts only clients with a certificate of the
+same authority, ``verify-peer=on``), else with ``--insecure`` and a
+warning in the log. Given the client hosts of an
 instance and the form of their certificates' names, its server accepts
 only those hosts: an ``authz-listfile`` next to the state file lists
 their distinguished names, and the server reloads it when it changes.
@@ -470,6 +472,15 @@ class MemoryServers(object):
                         'authz-listfile,id=auth0,filename=%s,refresh=on'
                         % self._authz_path(instance_uuid),
                         '--tls-authz', 'auth0']
+        else:
+            LOG.warning('Memory server of instance %s runs without TLS: '
+                        'any peer that reaches %s:%d can read and change '
+                        'its memory (set [puma] memory_server_tls_x509_dir)',
+                        instance_uuid, self._address, port)
+            cmd += ['--insecure']
+        # The server serves this instance alone: a client, whatever its
+        # certificate, gets no other VM's namespace on it.
+        cmd += ['--vm', instance_uuid]
         env = None
         if self._watchdog_timeout:
             self._open_notify(instance_uuid)

@@ -53,6 +53,8 @@ def main(argv=None):
     parser.add_argument('--object', action='append', default=[])
     parser.add_argument('--tls-creds')
     parser.add_argument('--tls-authz')
+    parser.add_argument('--insecure', action='store_true')
+    parser.add_argument('--vm')
     parser.add_argument('--fail', action='store_true')
     args = parser.parse_args(argv)
     if args.fail:
@@ -69,6 +71,8 @@ def main(argv=None):
              ', TLS %s authz %s with %s' % (args.tls_creds, args.tls_authz,
                                             ' '.join(args.object))
              if args.tls_creds else ''), flush=True)
+    print('memory server double serves vm %s%s'
+          % (args.vm, ', insecure' if args.insecure else ''), flush=True)
     interval = int(os.environ.get('WATCHDOG_USEC', '0')) / 2e6 or None
     _notify('READY=1\nSTATUS=listening')
     last = 0

@@ -152,6 +152,13 @@ class MemoryServersTest(MemoryServersBase):
         self.assertEqual(before, self.servers.list())
         self.assertNotIn('restarts', before['inst-1'])
 
+    def test_plain_server_is_insecure_and_serves_one_instance(self):
+        # Without TLS the server must be told it runs open (it refuses
+        # to start otherwise), and it serves this instance alone.
+        self.servers.start('inst-1', 64)
+        self.assertIn('memory server double serves vm inst-1, insecure\n',
+                      self._log('inst-1'))
+
     def test_check_starts_a_killed_server_again_on_its_port(self):
         uri = self.servers.start('inst-1', 64)
         self.servers.start('inst-2', 32)
@@ -297,6 +304,9 @@ class MemoryServersTest(MemoryServersBase):
         self.servers.start('inst-1', 64)
         self.assertIn('TLS tls0 authz None with tls-creds-x509,id=tls0,'
                       'endpoint=server,verify-peer=on,dir=%s' % certs,
+                      self._log('inst-1'))
+        # One instance per server, and TLS: not insecure.
+        self.assertIn('memory server double serves vm inst-1\n',
                       self._log('inst-1'))
         self.assertTrue(self.servers.list()['inst-1']['tls'])
         self.assertNotIn('clients', self.servers.list()['inst-1'])
