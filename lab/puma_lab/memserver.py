@@ -202,15 +202,17 @@ def write_psk(directory, identity):
     return path
 
 
-def stats(host, port, timeout=10, addr=None):
+def stats(host, port, timeout=10, addr=None, vm=None):
     """STATS from the server at ADDR:PORT, from inside HOST's namespace.
 
     ADDR defaults to the host's address.  The probe says hello with its
     own VM id, so ``total_pages`` is what the server holds for real
-    guests; its empty namespace is dropped.
+    guests; its empty namespace is dropped.  A server bound to one VM
+    (``--vm``, as Nova's driver starts them) refuses any other: VM says
+    hello as that VM instead, whose pages are left alone.
     """
-    out = _in_ns(host, 'local_stats(%r, %d, %r)'
-                 % (addr or host.addr, port, float(timeout)), timeout)
+    out = _in_ns(host, 'local_stats(%r, %d, %r, %r)'
+                 % (addr or host.addr, port, float(timeout), vm), timeout)
     return dict(zip(STATS_FIELDS, (int(v) for v in out.split())))
 
 
@@ -280,16 +282,17 @@ def local_get(addr, port, vm_id, keys, timeout):
     return found
 
 
-def local_stats(addr, port, timeout):
+def local_stats(addr, port, timeout, vm=None):
     """STATS over a connection from this process's namespace."""
     with socket.create_connection((addr, port), timeout=timeout) as s:
-        _hello(s, PROBE_VM)
+        _hello(s, vm or PROBE_VM)
         status, body = _request(s, OP_STATS, 2)
         if status:
             raise errors.LabError('memory server refused STATS: status %d'
                                   % status)
         values = struct.unpack('<%dQ' % len(STATS_FIELDS),
                                body[:8 * len(STATS_FIELDS)])
-        _request(s, OP_DROP, 3)
+        if not vm:
+            _request(s, OP_DROP, 3)
         _request(s, OP_BYE, 4)
     return ' '.join(str(v) for v in values)

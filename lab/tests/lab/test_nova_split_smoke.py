@@ -203,9 +203,9 @@ def test_driver_split_migration(stack, lab, source):
         assert '--tls-authz' in argv, argv
         assert admitted(c, inst) == ['CN=a', 'CN=b']
         with pytest.raises(errors.LabError):
-            memserver.stats(c, port, timeout=5)
+            memserver.stats(c, port, timeout=5, vm=inst['uuid'])
     else:
-        assert memserver.stats(c, port)['total_pages'] > 0
+        assert memserver.stats(c, port, vm=inst['uuid'])['total_pages'] > 0
     verified(g, pid)
     print('flags=%#x x-query-split=%s domstats=%s'
           % (flags['flags'], st, stats))
@@ -327,7 +327,7 @@ def test_driver_starts_a_dead_memory_server_again(stack, lab, fault):
     assert st['state'] == 'active' and st['remote-pages'] > 0, st
     assert [(s['uri'], s['state']) for s in st['servers']] == [
         (plan['sub_uri'], 'up')], st
-    assert memserver.stats(c, port)['total_pages'] > 0
+    assert memserver.stats(c, port, vm=inst['uuid'])['total_pages'] > 0
     verified(g, pid)
     cloud.call('b', 'post_at_destination', instance=inst)
     cloud.call('a', 'post_at_source', instance=inst)
