@@ -455,6 +455,11 @@ class NestedGuest:
         self.console_log = '%s/%s.console.log' % (L2_OUT, name)
         self.console_path = os.path.join(host.out_dir,
                                          '%s.console.log' % name)
+        # QEMU's own messages (its stderr, which -daemonize keeps only
+        # with a log file, -D): why an L2 QEMU ended, when it did.
+        self.stderr_log = '%s/%s.qemu.log' % (L2_OUT, name)
+        self.stderr_path = os.path.join(host.out_dir, '%s.qemu.log' % name)
+        self.trace_log = '%s/%s.qemu-trace.log' % (L2_OUT, name)
         self.pidfile = '%s/%s.pid' % (L2_DIR, name)
         self.qga_path = '%s/%s.qga' % (L2_DIR, name)
         self.qmp_path = '%s/%s.qmp' % (L2_DIR, name)
@@ -500,17 +505,27 @@ class NestedGuest:
                 % paths.root_image(),
                 '-device', 'virtio-blk-pci,drive=d0',
                 '-daemonize', '-pidfile', self.pidfile,
+                '-D', self.trace_log,
                 '-append', ' '.join(cmdline)] + extra
 
     def start(self):
         self.started = time.monotonic()
-        p = self.host.chroot(' '.join(shlex.quote(a) for a in self.argv()),
+        p = self.host.chroot(' '.join(shlex.quote(a) for a in self.argv())
+                             + ' 2>>' + shlex.quote(self.stderr_log),
                              check=False)
         if p.rc != 0:
             raise errors.LabError('L2 guest %s in %s did not start: %s%s'
                                   % (self.name, self.host.name, p.out,
-                                     p.err))
+                                     self.stderr()))
         return self
+
+    def stderr(self):
+        """What the L2 QEMU wrote to its stderr so far."""
+        try:
+            with open(self.stderr_path, errors='replace') as f:
+                return f.read()
+        except FileNotFoundError:
+            return ''
 
     def qmp(self, command, **arguments):
         """COMMAND's return from the L2 QEMU's monitor (in the kernel host).
@@ -537,8 +552,35 @@ class NestedGuest:
             return ''
 
     def running(self):
-        return self.host.chroot('kill -0 "$(cat %s)"' % self.pidfile,
-                                check=False).rc == 0
+        """Whether the L2 QEMU runs: True, False, or None if unknown.
+
+        None when the kernel host's agent did not answer the question
+        (CI of 2026-11-27: a soft lockup in the kernel host): a late
+        answer is no answer, never a QEMU that ended.
+        """
+        try:
+            p = self.host.chroot('kill -0 "$(cat %s)"' % self.pidfile,
+                                 check=False)
+        except errors.LabError:
+            return None
+        return p.rc == 0
+
+    def end_evidence(self):
+        """What says why the L2 QEMU ended: its stderr, the host's log.
+
+        The kernel host's log names a QEMU the OOM killer took or that
+        died of a signal (segfault, trap).
+        """
+        try:
+            log = self.host.run('dmesg').out.splitlines()
+        except errors.LabError as e:
+            log = ['(dmesg of %s: %s)' % (self.host.name, e)]
+        marks = ('qemu', 'Out of memory', 'oom', 'segfault', 'traps:')
+        lines = [line for line in log if any(m in line for m in marks)]
+        return ('its QEMU\'s stderr: %s; kernel host %s: %s'
+                % (self.stderr().strip()[-1000:] or '(empty)',
+                   self.host.name, '\n'.join(lines[-10:]) or
+                   '(nothing on QEMU in its log)'))
 
     def ksm_merging_pages(self):
         """The pages of this guest's QEMU that KSM merged (its /proc)."""
@@ -564,13 +606,7 @@ class NestedGuest:
                 self.boot_s = time.monotonic() - self.started
                 return self
             if time.monotonic() >= next_alive:
-                try:
-                    running = self.running()
-                except errors.LabError:
-                    # The kernel host's agent did not answer the probe
-                    # (CI of 2026-11-27: a soft lockup in the kernel
-                    # host); answers() below says whether it is lost.
-                    running = False
+                running = self.running()
                 if not running:
                     if not self.host.answers():
                         panic = self.host.panic_line()
@@ -585,9 +621,14 @@ class NestedGuest:
                             'L2 guest %s ended while it booted; its kernel '
                             'host %s lost a timer interrupt: %s'
                             % (self.name, self.host.name, lost))
-                    raise errors.LabError(
-                        'L2 guest %s exited:\n%s'
-                        % (self.name, self.console()[-2000:]))
+                    # The kernel host answers again: a probe that got no
+                    # answer is asked again, only a QEMU that is gone has
+                    # ended.
+                    if running is False or self.running() is False:
+                        raise errors.LabError(
+                            'L2 guest %s exited (%s):\n%s'
+                            % (self.name, self.end_evidence(),
+                               self.console()[-2000:]))
                 next_alive = time.monotonic() + ALIVE_EVERY
             time.sleep(0.5)
         console = self.console()

@@ -33,7 +33,11 @@ class Host:
     name = 'kh'
 
     def __init__(self, alive=True, answers=True, lost_timer=None,
-                 l2_runs=True, panic=None, stall=None):
+                 l2_runs=True, panic=None, stall=None, dmesg='',
+                 late_probes=0):
+        self._dmesg = dmesg
+        # Probes of the L2 QEMU the agent answers too late (then in time).
+        self._late_probes = late_probes
         self._alive = alive
         self._answers = answers
         self._lost_timer = lost_timer
@@ -60,9 +64,17 @@ class Host:
         if not self.answers():
             raise errors.LabError('guest kh: agent guest-exec-status '
                                   'failed: timed out')
+        if command.startswith('kill -0') and self._late_probes:
+            self._late_probes -= 1
+            raise errors.LabError('guest kh: command pid 7 still running '
+                                  'after 120s (3 polls unanswered)')
         if command.startswith('kill -0') and not self._l2_runs:
             return agent.ExecResult(1, '', 'No such process')
         return agent.ExecResult(0, '', '')
+
+    def run(self, command, timeout=60, check=True):
+        assert command == 'dmesg', command
+        return agent.ExecResult(0, self._dmesg, '')
 
     def _diagnose(self, why):
         return 'guest kh: %s\n--- console: rcu: INFO: rcu_preempt ' \
@@ -75,6 +87,7 @@ def guest(tmp_path, console, host_alive=True, host_answers=True, **host):
     g.host = Host(host_alive, host_answers, **host)
     g.agent = FailingAgent()
     g.console_path = str(tmp_path / 'l2.console.log')
+    g.stderr_path = str(tmp_path / 'l2.qemu.log')
     (tmp_path / 'l2.console.log').write_text(console)
     return g
 
@@ -269,6 +282,36 @@ def test_a_guest_that_ends_in_a_sound_kernel_host_is_no_machine_fault(
     with pytest.raises(errors.LabError, match='exited') as e:
         g.wait_booted(timeout=30)
     assert not isinstance(e.value, kernel_host.MachineFault)
+
+
+def test_a_late_probe_of_a_booting_guest_is_no_exit(tmp_path, monkeypatch):
+    """CI of 2026-12-06: "L2 guest x1-a exited" while its console booted.
+
+    The probe of its QEMU then took the kernel host's agent's failure
+    for a QEMU that ended; the kernel host answered the next question.
+    A probe without an answer is asked again.
+    """
+    monkeypatch.setattr(kernel_host, 'ALIVE_EVERY', 0)
+    g = booting(tmp_path, STALLED, late_probes=1)
+    with pytest.raises(errors.LabError, match='did not boot') as e:
+        g.wait_booted(timeout=1)
+    assert 'exited' not in str(e.value)
+
+
+def test_a_guest_that_ends_names_what_its_qemu_and_host_said(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_host, 'ALIVE_EVERY', 0)
+    dmesg = ('[  9.0] virtio_net virtio0 enp0s2: renamed\n'
+             '[ 88.1] qemu-system-x86[812]: segfault at 0 ip 5 sp 7 '
+             'error 4 in qemu-system-x86_64\n')
+    g = booting(tmp_path, STALLED, l2_runs=False, dmesg=dmesg)
+    (tmp_path / 'l2.qemu.log').write_text(
+        'qemu-system-x86_64: block.c:42: assertion failed\n')
+    with pytest.raises(errors.LabError, match='exited') as e:
+        g.wait_booted(timeout=30)
+    assert 'block.c:42: assertion failed' in str(e.value)
+    assert 'segfault at 0' in str(e.value)
+    assert 'renamed' not in str(e.value)
 
 
 def test_a_silent_agent_in_a_kernel_host_that_lost_a_timer(tmp_path):
