@@ -52,7 +52,8 @@ SPLIT_QTESTS = ('/x86_64/migration/split/options',
                 '/x86_64/migration/split/tls/silent',
                 '/x86_64/migration/split/again/server-stopped',
                 '/x86_64/migration/split/events/in-order',
-                '/x86_64/migration/split/recover/replace')
+                '/x86_64/migration/split/recover/replace',
+                '/x86_64/migration/split/lost/empty-server')
 
 # Upstream's migration qtests on the paths our series changes: precopy
 # over TCP, post-copy (userfaultfd, as our pager) with its recovery, and
