@@ -28,12 +28,23 @@ MODES = {
     'exclusive': 'cache.direct=off,exclusive-cache=on',
 }
 
-# The guest's device of its data disk (by serial), in $dev.
-FIND_DEVICE = ('dev=; for b in /sys/block/vd*; do '
-               '[ "$(cat $b/serial 2>/dev/null)" = %s ] && '
-               'dev=/dev/${b##*/}; done; '
-               '[ -n "$dev" ] || { echo "no data disk" >&2; exit 1; }; '
-               % GUEST_SERIAL)
+
+def guest_serial(index=0):
+    """The serial of an L2 guest's data disk INDEX (0: GUEST_SERIAL)."""
+    return GUEST_SERIAL if index == 0 else '%s-%d' % (GUEST_SERIAL, index)
+
+
+def find_device(index=0):
+    """Shell: the guest's device of its data disk INDEX, in $dev."""
+    return ('dev=; for b in /sys/block/vd*; do '
+            '[ "$(cat $b/serial 2>/dev/null)" = %s ] && '
+            'dev=/dev/${b##*/}; done; '
+            '[ -n "$dev" ] || { echo "no data disk" >&2; exit 1; }; '
+            % guest_serial(index))
+
+
+# The guest's device of its (first) data disk, in $dev.
+FIND_DEVICE = find_device()
 
 
 def kernel_host_disk(lab, name, mb, bps=0, iops=0):
@@ -72,15 +83,22 @@ def make_image(kh, name, mb):
     return '%s/%s.img' % (DATA_DIR, name)
 
 
-def blockdev_args(path, mode):
-    """QEMU arguments of a virtio-blk data disk at PATH in cache MODE."""
+def blockdev_args(path, mode, index=0):
+    """QEMU arguments of a virtio-blk data disk at PATH in cache MODE.
+
+    INDEX tells a guest's data disks apart: node names and the serial
+    (guest_serial()) that find_device() looks for.
+    """
     if mode not in MODES:
         raise errors.LabError('cache mode %r: one of %s'
                               % (mode, ', '.join(MODES)))
-    return ['-blockdev', 'driver=file,node-name=datafile,filename=%s,%s'
-            % (path, MODES[mode]),
-            '-blockdev', 'driver=raw,node-name=data,file=datafile',
-            '-device', 'virtio-blk-pci,drive=data,serial=%s' % GUEST_SERIAL]
+    node = 'data' if index == 0 else 'data%d' % index
+    return ['-blockdev', 'driver=file,node-name=%sfile,filename=%s,%s'
+            % (node, path, MODES[mode]),
+            '-blockdev', 'driver=raw,node-name=%s,file=%sfile'
+            % (node, node),
+            '-device', 'virtio-blk-pci,drive=%s,serial=%s'
+            % (node, guest_serial(index))]
 
 
 def cached_bytes(kh, path):

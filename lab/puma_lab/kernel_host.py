@@ -479,8 +479,11 @@ class NestedGuest:
                      'readonly=on' % self.share,
                      '-device', 'virtio-9p-pci,fsdev=fs0,mount_tag=host']
             cmdline.append('puma.share=host')
-        if self.data:
-            extra += host_cache.blockdev_args(*self.data)
+        # DATA: one (image, mode), or a list of them (data disks 0, 1...).
+        disks = [self.data] if isinstance(self.data, tuple) else \
+            self.data or []
+        for index, (img, mode) in enumerate(disks):
+            extra += host_cache.blockdev_args(img, mode, index)
         if self.append:
             cmdline.append(self.append)
         return [paths.qemu_binary(), '-name', self.name,

@@ -94,6 +94,17 @@ def test_cache_modes_give_qemu_the_file_driver_options():
         host_cache.blockdev_args('x', 'fast')
 
 
+def test_a_second_data_disk_has_its_own_nodes_and_serial():
+    first = host_cache.blockdev_args('a.img', 'writeback')
+    second = host_cache.blockdev_args('b.img', 'exclusive', 1)
+    assert 'virtio-blk-pci,drive=data1,serial=%s-1' \
+        % host_cache.GUEST_SERIAL in second
+    assert not set(first[1::2]) & set(second[1::2])
+    assert "serial 2>/dev/null)\" = %s-1 ]" % host_cache.GUEST_SERIAL \
+        in host_cache.find_device(1)
+    assert host_cache.find_device() == host_cache.FIND_DEVICE
+
+
 def test_caching_figures_compare_exclusive_with_the_others():
     def r(cache, read, reread):
         return {'host_cache_mb': cache, 'read_mb_s': read,
