@@ -21,7 +21,8 @@ docs/nova.md). On top of the libvirt driver it
   memory server started on the sub host and the split parameters added
   to ``migrateToURI3`` on the source;
 * applies the lending ledger to this host's MEMORY_MB inventory;
-* turns on Shoot4U for flavors with ``puma:shoot4u=true``;
+* turns on Shoot4U for flavors with ``puma:shoot4u=true``, and exclusive
+  host/guest caching of the disks for ``puma:exclusive_cache=true``;
 * serves the ``puma-compute`` RPC endpoint and reports memory statistics.
 """
 
@@ -53,6 +54,7 @@ from puma_nova.compute import stats
 from puma_nova.conf import compute as puma_conf
 from puma_nova import rpc
 from puma_nova.scheduler import rpcapi as scheduler_rpcapi
+from puma_nova.virt import exclusive_cache
 from puma_nova.virt import ledger
 from puma_nova.virt import lending_vif
 from puma_nova.virt import libvirt_events
@@ -101,6 +103,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._puma_reporter = None
         self._puma_supervisor = None
         self._puma_shoot4u = False
+        self._puma_exclusive_cache = False
 
     # Life cycle -----------------------------------------------------
 
@@ -155,6 +158,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             CONF.libvirt.virt_type in ('qemu', 'kvm') and
             shoot4u.probe(self._host.get_connection(),
                           CONF.libvirt.virt_type))
+        self._puma_exclusive_cache = (
+            CONF.libvirt.virt_type in ('qemu', 'kvm') and
+            exclusive_cache.probe(self._host.get_connection(),
+                                  CONF.libvirt.virt_type))
         self._puma_rpc_server = rpc.get_server(
             nova_rpc.TRANSPORT, rpc.COMPUTE_TOPIC, host,
             [manager.PumaComputeEndpoint(self)])
@@ -171,9 +178,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 target=self._puma_guest_pairs_loop, name='puma-guest-pairs',
                 daemon=True)
             self._puma_guest_teller.start()
-        LOG.info('Puma: serving %s on %s (Shoot4U %s, split %s)',
-                 rpc.COMPUTE_TOPIC, host,
+        LOG.info('Puma: serving %s on %s (Shoot4U %s, exclusive caching '
+                 '%s, split %s)', rpc.COMPUTE_TOPIC, host,
                  'available' if self._puma_shoot4u else 'unavailable',
+                 'available' if self._puma_exclusive_cache else 'unavailable',
                  'allowed' if CONF.puma.split_allowed else 'disabled')
 
     def cleanup_host(self, host):
@@ -366,9 +374,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                       nodename, borrowed, lent)
             provider_tree.update_inventory(nodename, applied)
         traits = set(provider_tree.data(nodename).traits)
-        traits -= {shoot4u.TRAIT, SPLIT_TRAIT}
+        traits -= {shoot4u.TRAIT, exclusive_cache.TRAIT, SPLIT_TRAIT}
         if self._puma_shoot4u:
             traits.add(shoot4u.TRAIT)
+        if self._puma_exclusive_cache:
+            traits.add(exclusive_cache.TRAIT)
         if CONF.puma.split_allowed:
             traits.add(SPLIT_TRAIT)
         provider_tree.update_traits(nodename, traits)
@@ -398,6 +408,14 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         guest = super()._get_guest_config(instance, *args, **kwargs)
         if page_merging.opted_out(instance.flavor):
             page_merging.keep_pages_apart(guest)
+        if exclusive_cache.requested(instance.flavor):
+            if not self._puma_exclusive_cache:
+                raise exclusive_cache.ExclusiveCacheUnsupported(
+                    spec=exclusive_cache.EXTRA_SPEC, instance=instance.uuid,
+                    host=self._puma_host,
+                    reason=self._puma_exclusive_cache_reason())
+            LOG.debug('Exclusive caching on disks %s',
+                      exclusive_cache.apply(guest), instance=instance)
         if lending_vif.requested(instance.flavor):
             if not CONF.puma.lending_channel_enabled:
                 raise lending_vif.LendingChannelUnavailable(
@@ -407,6 +425,12 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             guest.add_device(lending_vif.config(instance.uuid,
                                                 CONF.puma.lending_bridge))
         return guest
+
+    def _puma_exclusive_cache_reason(self):
+        if CONF.libvirt.virt_type not in ('qemu', 'kvm'):
+            return 'virt_type %s has no QEMU disks' % CONF.libvirt.virt_type
+        return ("libvirt or QEMU does not know <driver %s='on'/>"
+                % exclusive_cache.ATTRIBUTE)
 
     # Split migration: destination side -------------------------------
 
@@ -422,6 +446,14 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                                            shoot4u.EXTRA_SPEC,
                                            self._puma_host,
                                            self._puma_shoot4u_reason()))
+        if (exclusive_cache.requested(instance.flavor) and
+                not self._puma_exclusive_cache):
+            raise exception.MigrationPreCheckError(
+                reason='instance %s uses exclusive caching (%s) but host %s '
+                       'cannot provide it: %s' % (
+                           instance.uuid, exclusive_cache.EXTRA_SPEC,
+                           self._puma_host,
+                           self._puma_exclusive_cache_reason()))
         # A split may have been planned before Nova asked this host
         # (puma-api plans, then asks Nova): any failure of the checks
         # until check_source_migrate_data_at_dest gives it back. Nova

@@ -56,6 +56,20 @@ EXTRA_SPEC_VALIDATORS = [
         },
     ),
     base.ExtraSpecValidator(
+        name='puma:exclusive_cache',
+        description=(
+            'Whether the host drops from its page cache what the guest has '
+            'just read from its disks (libvirt <driver '
+            'exclusive_cache=\'on\'/>, QEMU exclusive-cache), so that '
+            'blocks the guest caches are not held twice. Applies to disks '
+            'that use the host page cache; hosts that offer it have the '
+            'trait CUSTOM_PUMA_EXCLUSIVE_CACHE.'
+        ),
+        value={
+            'type': bool,
+        },
+    ),
+    base.ExtraSpecValidator(
         name='puma:lending',
         description=(
             'Whether the guest gets a lending-channel interface on the '

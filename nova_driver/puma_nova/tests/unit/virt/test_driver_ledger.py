@@ -47,6 +47,7 @@ def _driver(host, sched, computes, fetch=None, max_age=0):
     drv._puma_plans_lock = threading.Lock()
     drv._puma_local = threading.local()
     drv._puma_shoot4u = False
+    drv._puma_exclusive_cache = False
     ctxt = nova_context.get_admin_context()
     drv._puma_reserved = ledger.ReservedKeeper()
     drv._puma_ledger = ledger.LedgerCache(
