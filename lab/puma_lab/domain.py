@@ -25,7 +25,7 @@ _TEMPLATE = """<domain type='qemu'>
       <source file='{root}'/>
       <target dev='vda' bus='virtio'/>
       <readonly/>
-    </disk>
+    </disk>{disks}
     <serial type='file'>
       <source path='{console}' append='on'/>
       <target port='0'/>
@@ -41,15 +41,38 @@ _TEMPLATE = """<domain type='qemu'>
 """
 
 
+# A data disk of guest_xml: a raw file with libvirt <driver> attributes.
+_DISK = """
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='raw'{attrs}/>
+      <source file='{path}'/>
+      <target dev='{target}' bus='virtio'/>
+    </disk>"""
+
+
+def disk_xml(path, target, **driver):
+    """<disk> of the raw file PATH as TARGET (vdb, ...).
+
+    DRIVER: attributes of its <driver> (cache='writeback',
+    exclusive_cache='on', ...).
+    """
+    q = saxutils.quoteattr
+    attrs = ''.join(' %s=%s' % (k, q(str(v)))
+                    for k, v in sorted(driver.items()))
+    return _DISK.format(attrs=attrs, path=saxutils.escape(path),
+                        target=saxutils.escape(target))
+
+
 def guest_xml(name, kernel, console, mem_mb=512, vcpus=1, append='',
-              cpu=None, kvm_features=None, share=None):
+              cpu=None, kvm_features=None, share=None, disks=()):
     """Domain XML booting lab KERNEL (a paths.Kernel) with the lab image.
 
     CONSOLE is a path both source and destination hosts can write, so the
     serial log of a migrated guest stays in one file.  CPU is a libvirt
     CPU mode ('maximum', 'host-model', ...), KVM_FEATURES maps names of
     ``<features><kvm>`` children to 'on'/'off', and SHARE is a host
-    directory the guest mounts at /mnt/host (9p).
+    directory the guest mounts at /mnt/host (9p).  DISKS are data disks,
+    disk_xml() strings.
     """
     cmdline = 'console=ttyS0 loglevel=4 no_timer_check puma.root=/dev/vda ' \
               'puma.hostname=%s %s' % (name, append)
@@ -72,4 +95,4 @@ def guest_xml(name, kernel, console, mem_mb=512, vcpus=1, append='',
         root=q(paths.root_image()), console=q(console),
         kvm_features=kvm,
         cpu="\n  <cpu mode='%s'/>" % q(cpu) if cpu else '',
-        filesystems=fs)
+        filesystems=fs, disks=''.join(disks))

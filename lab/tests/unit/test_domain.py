@@ -29,3 +29,24 @@ def test_guest_xml_boots_the_lab_kernel(monkeypatch, tmp_path):
     assert disk.find('readonly') is not None
     assert root.find('devices/serial/source').get('path') == '/run/c.log'
     assert root.findtext('devices/emulator') == '/q/bin/qemu'
+
+
+def test_guest_xml_data_disks(monkeypatch, tmp_path):
+    monkeypatch.setattr(paths, 'qemu_binary', lambda: '/q/bin/qemu')
+    monkeypatch.setattr(paths, 'root_image', lambda: '/img/root.img')
+    monkeypatch.setattr(paths, 'image_dir', lambda: '/img')
+    (tmp_path / 'vmlinux').write_bytes(b'\x7fELF')
+    k = paths.Kernel('6.12', '6.12.95+deb12-amd64', str(tmp_path / 'root'))
+    disks = (domain.disk_xml('/d/a&b.img', 'vdb', cache='writeback',
+                             exclusive_cache='on'),
+             domain.disk_xml('/d/c.img', 'vdc'))
+    root = ElementTree.fromstring(domain.guest_xml('g', k, '/c.log',
+                                                   disks=disks))
+    vda, vdb, vdc = root.findall('devices/disk')
+    assert vda.find('target').get('dev') == 'vda'
+    assert vdb.find('source').get('file') == '/d/a&b.img'
+    assert vdb.find('target').get('dev') == 'vdb'
+    assert vdb.find('driver').attrib == {
+        'name': 'qemu', 'type': 'raw', 'cache': 'writeback',
+        'exclusive_cache': 'on'}
+    assert vdc.find('driver').attrib == {'name': 'qemu', 'type': 'raw'}
