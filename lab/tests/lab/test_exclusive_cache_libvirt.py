@@ -18,10 +18,10 @@ import sys
 import tempfile
 
 from puma_lab import domain
-from puma_lab import errors
 from puma_lab import host as host_mod
 from puma_lab import migration
 from puma_lab import paths
+from puma_lab import virsh_conn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', '..',
                                 'nova_driver'))
@@ -32,54 +32,17 @@ DISK_MIB = 32
 BLOCKDEV = re.compile(r"-blockdev '(\{.*?\})'")
 
 
-class VirshConnection:
-    """The part of a libvirt connection the probe uses, through virsh."""
-
-    def __init__(self, host):
-        self.host = host
-        self.count = 0
-        self.flags = []
-
-    def defineXMLFlags(self, xml, flags):
-        self.count += 1
-        self.flags.append(flags)
-        path = self.host.lab.path('probe-%d.xml' % self.count)
-        with open(path, 'w') as f:
-            f.write(xml)
-        args = ['define', path]
-        if flags & exclusive_cache_probe.DEFINE_VALIDATE:
-            args.append('--validate')
-        try:
-            self.host.virsh(*args)
-        except errors.LabError as e:
-            raise RuntimeError(str(e)) from e
-        name = xml.split('<name>')[1].split('</name>')[0]
-        return VirshDomain(self.host, name)
-
-
-class VirshDomain:
-
-    def __init__(self, host, name):
-        self.host = host
-        self.name = name
-
-    def XMLDesc(self, flags):
-        return self.host.virsh('dumpxml', '--inactive', self.name)
-
-    def undefine(self):
-        self.host.virsh('undefine', self.name)
-
-
 def test_probe_finds_exclusive_cache(lab):
     h = host_mod.Host(lab, 'a').start()
-    conn = VirshConnection(h)
+    conn = virsh_conn.VirshConnection(h)
     assert exclusive_cache_probe.probe(conn, 'qemu') == (True, None)
     assert conn.flags == [exclusive_cache_probe.DEFINE_VALIDATE]
     assert h.virsh('list', '--all', '--name').split() == []
     # An attribute this libvirt does not know, as an unpatched libvirt
     # sees exclusive_cache: refused against the schema, no support.
     supported, detail = exclusive_cache_probe.probe(
-        VirshConnection(h), 'qemu', attribute='puma_no_such_attribute')
+        virsh_conn.VirshConnection(h), 'qemu',
+        attribute='puma_no_such_attribute')
     assert not supported
     assert 'puma_no_such_attribute' in detail
     assert h.virsh('list', '--all', '--name').split() == []

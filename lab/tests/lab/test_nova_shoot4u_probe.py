@@ -4,47 +4,17 @@
 import os
 import sys
 
-from puma_lab import errors
 from puma_lab import host as host_mod
+from puma_lab import virsh_conn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', '..',
                                 'nova_driver'))
 from puma_nova.virt import shoot4u_probe  # noqa: E402
 
 
-class VirshConnection:
-    """The part of a libvirt connection the probe uses, through virsh."""
-
-    def __init__(self, host):
-        self.host = host
-        self.count = 0
-
-    def defineXML(self, xml):
-        self.count += 1
-        path = self.host.lab.path('probe-%d.xml' % self.count)
-        with open(path, 'w') as f:
-            f.write(xml)
-        try:
-            self.host.virsh('define', path)
-        except errors.LabError as e:
-            raise RuntimeError(str(e)) from e
-        name = xml.split('<name>')[1].split('</name>')[0]
-        return VirshDomain(self.host, name)
-
-
-class VirshDomain:
-
-    def __init__(self, host, name):
-        self.host = host
-        self.name = name
-
-    def undefine(self):
-        self.host.virsh('undefine', self.name)
-
-
 def test_probe_finds_pv_tlb_shootdown(lab):
     h = host_mod.Host(lab, 'a').start()
-    conn = VirshConnection(h)
+    conn = virsh_conn.VirshConnection(h)
     supported, detail = shoot4u_probe.probe(conn, 'qemu')
     assert (supported, detail) == (True, None)
     # The probe leaves no domain behind.
@@ -56,7 +26,7 @@ def test_probe_sees_unknown_kvm_features_refused(lab):
     # element: the probe must then report no support.
     h = host_mod.Host(lab, 'a').start()
     supported, detail = shoot4u_probe.probe(
-        VirshConnection(h), 'qemu', element='puma-no-such-feature')
+        virsh_conn.VirshConnection(h), 'qemu', element='puma-no-such-feature')
     assert not supported
     assert 'puma-no-such-feature' in detail
     assert h.virsh('list', '--all', '--name').split() == []
