@@ -3,17 +3,24 @@
 
 from xml.etree import ElementTree
 
+import pytest
+
 from puma_lab import domain
 from puma_lab import paths
 
 
-def test_guest_xml_boots_the_lab_kernel(monkeypatch, tmp_path):
+@pytest.fixture
+def k(monkeypatch, tmp_path):
+    """A lab kernel, with the lab's QEMU and images at fixed paths."""
     monkeypatch.setattr(paths, 'qemu_binary', lambda: '/q/bin/qemu')
     monkeypatch.setattr(paths, 'root_image', lambda: '/img/root.img')
     monkeypatch.setattr(paths, 'image_dir', lambda: '/img')
     # The ELF vmlinux beside the unpacked root (PVH boot).
     (tmp_path / 'vmlinux').write_bytes(b'\x7fELF')
-    k = paths.Kernel('6.12', '6.12.95+deb12-amd64', str(tmp_path / 'root'))
+    return paths.Kernel('6.12', '6.12.95+deb12-amd64', str(tmp_path / 'root'))
+
+
+def test_guest_xml_boots_the_lab_kernel(k, tmp_path):
     xml = domain.guest_xml("g<1>", k, '/run/c.log', mem_mb=384, vcpus=2,
                            append='x=1')
     root = ElementTree.fromstring(xml)
@@ -31,12 +38,7 @@ def test_guest_xml_boots_the_lab_kernel(monkeypatch, tmp_path):
     assert root.findtext('devices/emulator') == '/q/bin/qemu'
 
 
-def test_guest_xml_data_disks(monkeypatch, tmp_path):
-    monkeypatch.setattr(paths, 'qemu_binary', lambda: '/q/bin/qemu')
-    monkeypatch.setattr(paths, 'root_image', lambda: '/img/root.img')
-    monkeypatch.setattr(paths, 'image_dir', lambda: '/img')
-    (tmp_path / 'vmlinux').write_bytes(b'\x7fELF')
-    k = paths.Kernel('6.12', '6.12.95+deb12-amd64', str(tmp_path / 'root'))
+def test_guest_xml_data_disks(k):
     disks = (domain.disk_xml('/d/a&b.img', 'vdb', cache='writeback',
                              exclusive_cache='on'),
              domain.disk_xml('/d/c.img', 'vdc'))
