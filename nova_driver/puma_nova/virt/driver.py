@@ -26,6 +26,7 @@ docs/nova.md). On top of the libvirt driver it
 * serves the ``puma-compute`` RPC endpoint and reports memory statistics.
 """
 
+import contextlib
 import os
 import threading
 import traceback
@@ -425,6 +426,51 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             guest.add_device(lending_vif.config(instance.uuid,
                                                 CONF.puma.lending_bridge))
         return guest
+
+    # Volumes attached, swapped in or live-migrated get the caching of
+    # the boot's disks.
+
+    def attach_volume(self, context, connection_info, instance, mountpoint,
+                      disk_bus=None, device_type=None, encryption=None):
+        with self._puma_volume_instance(instance):
+            return super().attach_volume(
+                context, connection_info, instance, mountpoint,
+                disk_bus=disk_bus, device_type=device_type,
+                encryption=encryption)
+
+    def swap_volume(self, context, old_connection_info,
+                    new_connection_info, instance, mountpoint, resize_to):
+        with self._puma_volume_instance(instance):
+            return super().swap_volume(
+                context, old_connection_info, new_connection_info,
+                instance, mountpoint, resize_to)
+
+    @contextlib.contextmanager
+    def _puma_volume_instance(self, instance):
+        """The volume configs made in this block are INSTANCE's."""
+        self._puma_local.volume_instance = instance
+        try:
+            yield
+        finally:
+            self._puma_local.volume_instance = None
+
+    def _get_volume_config(self, connection_info, disk_info):
+        conf = super()._get_volume_config(connection_info, disk_info)
+        # Boot and rebuild configs are handled with the whole guest's in
+        # _get_guest_config; here those of attach_volume, swap_volume and
+        # the destination XML of a live migration.
+        instance = getattr(self._puma_local, 'volume_instance', None)
+        if instance is None or not exclusive_cache.requested(
+                instance.flavor):
+            return conf
+        if not self._puma_exclusive_cache:
+            LOG.warning('Puma: the volume at %s is attached without the '
+                        'exclusive caching (%s) of its instance: %s',
+                        disk_info.get('dev'), exclusive_cache.EXTRA_SPEC,
+                        self._puma_exclusive_cache_reason(),
+                        instance=instance)
+            return conf
+        return exclusive_cache.with_exclusive_cache(conf)
 
     def _puma_exclusive_cache_reason(self):
         if CONF.libvirt.virt_type not in ('qemu', 'kvm'):
@@ -976,9 +1022,12 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._puma_start_split(context, instance.uuid, dest)
             guest = libvirt_guest.Guest(
                 split.SplitDomain(guest._domain, params))
-        return super()._live_migration_operation(
-            context, instance, dest, block_migration, migrate_data, guest,
-            device_names)
+        # Nova rewrites the volumes' <disk> for the destination from
+        # _get_volume_config: they keep their exclusive caching.
+        with self._puma_volume_instance(instance):
+            return super()._live_migration_operation(
+                context, instance, dest, block_migration, migrate_data,
+                guest, device_names)
 
     def rollback_live_migration_at_source(self, context, instance,
                                           migrate_data):

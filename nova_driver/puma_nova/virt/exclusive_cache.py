@@ -23,6 +23,11 @@ the shared base image in ``_base`` keeps the host cache).  Disks with
 ``cache='none'`` or ``directsync`` bypass the host cache already and are
 left as they are.
 
+Volumes get it as well, the ones of the boot and those attached or
+swapped in later (``attach_volume``, ``swap_volume``), when their source
+is a file or a block device (NFS, iSCSI, FC; not RBD, which QEMU reads
+over the network without the host page cache).
+
 The host offers it when its libvirt and QEMU accept the attribute
 (:func:`probe`, at ``init_host``), and then reports the trait
 ``CUSTOM_PUMA_EXCLUSIVE_CACHE``; a flavor can require the trait so that
@@ -99,6 +104,16 @@ def applies(disk):
             not getattr(disk, 'shareable', False))
 
 
+def with_exclusive_cache(disk):
+    """DISK with exclusive caching if it applies to it, else DISK itself."""
+    if not applies(disk) or isinstance(
+            disk, LibvirtConfigGuestDiskExclusiveCache):
+        return disk
+    exclusive = LibvirtConfigGuestDiskExclusiveCache()
+    exclusive.__dict__.update(disk.__dict__)
+    return exclusive
+
+
 def apply(guest):
     """Turn exclusive caching on for GUEST's disks it applies to.
 
@@ -106,13 +121,10 @@ def apply(guest):
     """
     targets = []
     for i, dev in enumerate(guest.devices):
-        if not applies(dev) or isinstance(
-                dev, LibvirtConfigGuestDiskExclusiveCache):
-            continue
-        disk = LibvirtConfigGuestDiskExclusiveCache()
-        disk.__dict__.update(dev.__dict__)
-        guest.devices[i] = disk
-        targets.append(dev.target_dev)
+        disk = with_exclusive_cache(dev)
+        if disk is not dev:
+            guest.devices[i] = disk
+            targets.append(dev.target_dev)
     return targets
 
 

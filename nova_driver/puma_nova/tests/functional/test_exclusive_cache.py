@@ -17,8 +17,12 @@ no support there; the tests that need a host offering it say so as a
 patched libvirt and QEMU would have made the probe say.
 """
 
+import fixtures
 from lxml import etree
+from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.api import client
+from nova.virt.libvirt.volume import volume as libvirt_volume
+from oslo_utils.fixture import uuidsentinel as uuids
 
 from puma_nova.tests.functional import test_split_migration as base
 
@@ -29,10 +33,10 @@ SPEC = {'puma:exclusive_cache': 'true'}
 class ExclusiveCacheTest(base.PumaServersTestBase):
 
     def _offer(self, cache='writeback'):
-        """Every host offers exclusive caching; file disks use CACHE."""
+        """Every host offers exclusive caching; its disks use CACHE."""
         for compute in self.computes.values():
             compute.driver._puma_exclusive_cache = True
-            compute.driver.disk_cachemodes = {'file': cache}
+            compute.driver.disk_cachemodes = {'file': cache, 'block': cache}
         self._run_periodics()
 
     def _defined(self, spec, expected_state='ACTIVE'):
@@ -42,6 +46,40 @@ class ExclusiveCacheTest(base.PumaServersTestBase):
         server = self._boot(flavor, expected_state=expected_state)
         xml = [etree.fromstring(x) for x in defined if server['id'] in x]
         return server, xml[-1] if xml else None
+
+    def _block_volumes(self):
+        """Cinder's volumes reach the guests as block devices (as iSCSI's).
+
+        Returns the list of the disk XMLs attached to guests, kept fresh.
+        """
+        fake_config = libvirt_volume.LibvirtFakeVolumeDriver.get_config
+
+        def get_config(drv, connection_info, disk_info):
+            conf = fake_config(drv, connection_info, disk_info)
+            conf.source_type = 'block'
+            conf.source_path = ('/dev/disk/by-id/fake-%s' %
+                                connection_info['data']['volume_id'])
+            return conf
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.volume.volume.LibvirtFakeVolumeDriver.'
+            'get_config', get_config))
+
+        attached = []
+        real_attach = fakelibvirt.Domain.attachDeviceFlags
+
+        def attach(dom, xml, flags):
+            attached.append(etree.fromstring(xml))
+            return real_attach(dom, xml, flags)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.attachDeviceFlags', attach))
+        return attached
+
+    def _volume_driver(self, xml, volume_id):
+        for disk in xml.iter('disk'):
+            if disk.findtext('serial') == volume_id:
+                return disk.find('driver')
+        self.fail('no disk of volume %s in %s' % (
+            volume_id, etree.tostring(xml)))
 
     def _drivers(self, xml):
         return {d.find('target').get('dev'): d.find('driver')
@@ -59,6 +97,27 @@ class ExclusiveCacheTest(base.PumaServersTestBase):
                       self._get_provider_traits(self._rp('src')))
         # The attribute travels with the domain XML of a live migration.
         self._live_migrate(server, 'completed', host='dest')
+
+    def test_attached_volume_gets_it(self):
+        self._offer()
+        attached = self._block_volumes()
+        server, _xml = self._defined(SPEC)
+        self._attach_volume(server, uuids.volume)
+        self.assertEqual(1, len(attached))
+        driver = self._volume_driver(attached[0], uuids.volume)
+        self.assertEqual('writeback', driver.get('cache'))
+        self.assertEqual('on', driver.get('exclusive_cache'))
+        # The destination XML of a live migration: the unit tests (the
+        # fake libvirt's XMLDesc has no <serial> Nova could match).
+
+    def test_attached_volume_of_a_default_server_does_not_get_it(self):
+        self._offer()
+        attached = self._block_volumes()
+        server, _xml = self._defined(None)
+        self._attach_volume(server, uuids.volume)
+        driver = self._volume_driver(attached[0], uuids.volume)
+        self.assertEqual('writeback', driver.get('cache'))
+        self.assertIsNone(driver.get('exclusive_cache'))
 
     def test_disks_without_host_cache_are_left_alone(self):
         self._offer(cache='none')
