@@ -63,6 +63,7 @@ from puma_lab import errors
 from puma_lab import host_cache
 from puma_lab import host_cache_workload
 from puma_lab import kernel_host
+from puma_lab import ksm_knobs
 from puma_lab import ksm_stats
 from puma_lab import lab as lab_mod
 from puma_lab import paths
@@ -85,59 +86,22 @@ WORKLOAD = ('cat /usr/lib/x86_64-linux-gnu/*.so* /usr/bin/* '
 SAMPLE_EVERY = 10
 
 
-def _ksm_set(kh, settings):
-    """Write SETTINGS to the kernel host's KSM.
-
-    A knob the kernel lacks is skipped when it is asked to be off (0 or
-    none: what that kernel does anyway) and an error otherwise.
-    """
-    script = ['cd /sys/kernel/mm/ksm']
-    for name, value in settings.items():
-        off = str(value) in ('0', 'none')
-        script.append('if [ -w %s ]; then echo %s > %s; %s fi'
-                      % (name, value, name,
-                         '' if off else
-                         'else echo "KSM has no knob %s" >&2; exit 1;'
-                         % name))
-    kh.sh('; '.join(script))
-
-
-def _sample(kh, t0):
-    out = kh.sh(ksm_stats.SAMPLE_SCRIPT).out
-    return ksm_stats.parse_sample(out, time.monotonic() - t0)
-
-
-def _unmerge(kh, timeout=600):
-    """run=2: KSM gives every merged page back; wait until it did."""
-    kh.sh('echo 2 > /sys/kernel/mm/ksm/run', timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        s = _sample(kh, 0)
-        if not s.get('pages_shared') and not s.get('pages_sharing'):
-            return
-        time.sleep(2)
-    raise errors.LabError('KSM did not unmerge within %ds' % timeout)
-
-
 def measure(kh, name, settings, pages_to_scan, max_s):
-    _unmerge(kh)
-    knobs = dict(settings)
-    if settings.get('advisor_mode') != 'scan-time':
-        knobs['pages_to_scan'] = pages_to_scan
-    _ksm_set(kh, knobs)
+    ksm_knobs.unmerge(kh)
+    ksm_knobs.set_knobs(kh, ksm_knobs.setting_knobs(settings, pages_to_scan))
     t0 = time.monotonic()
-    samples = [_sample(kh, t0)]
-    _ksm_set(kh, {'run': 1})
+    samples = [ksm_knobs.sample(kh, t0)]
+    ksm_knobs.set_knobs(kh, {'run': 1})
     while True:
         time.sleep(SAMPLE_EVERY)
-        samples.append(_sample(kh, t0))
+        samples.append(ksm_knobs.sample(kh, t0))
         s = samples[-1]
         print('ksm %s: %5.0f s sharing %d shared %d scans %d ksmd %.1f s'
               % (name, s['t'], s['pages_sharing'], s.get('pages_shared', 0),
                  s.get('full_scans', 0), s['ksmd_cpu_s']), file=sys.stderr)
         if ksm_stats.settled(samples) or s['t'] >= max_s:
             break
-    _ksm_set(kh, {'run': 0})
+    ksm_knobs.set_knobs(kh, {'run': 0})
     fig = ksm_stats.summary(samples)
     fig['settled'] = ksm_stats.settled(samples)
     fig['samples'] = [(round(x['t']), x['pages_sharing']) for x in samples]
@@ -258,7 +222,7 @@ def _run_once(args, names):
 def _merging(args, names, kh):
     """The merging half: every setting of NAMES on the same guests."""
     results = {}
-    _ksm_set(kh, {'run': 0})
+    ksm_knobs.set_knobs(kh, {'run': 0})
     knobs = kh.sh('cd /sys/kernel/mm/ksm && grep -H . *').out
     print('kernel host KSM before:\n' + knobs, file=sys.stderr)
     guests = []
@@ -288,7 +252,7 @@ def _figures(args, results, caching):
                     'cpu_ms_per_page', 'full_scans', 'duration_s',
                     'settled', 'pages_to_scan_end', 'sharing_at_cpu'):
             fig['%s_%s' % (n, key)] = r[key]
-    _lookahead_figures(fig, results)
+    lookahead_figures(fig, results)
     if caching:
         fig.update({'cache_files': args.cache_files,
                     'cache_file_mb': args.cache_file_mb,
@@ -312,26 +276,30 @@ def _figures(args, results, caching):
     return fig
 
 
-def _lookahead_figures(fig, results):
-    """The look-ahead against the best of today's settings of this run."""
+def lookahead_figures(fig, results, prefix=''):
+    """The look-ahead against the best of today's settings of this run.
+
+    RESULTS are one phase's ksm_stats.summary() per setting; the keys get
+    PREFIX (``dyn_`` for the dynamic phase).
+    """
     look = results.get('lookahead')
     stock = {n: results[n] for n in STOCK_SETTINGS if n in results}
     if not look or not stock:
         return
-    fig['lookahead_hits'] = look['lookahead_hits']
-    fig['lookahead_misses'] = look['lookahead_misses']
+    fig[prefix + 'lookahead_hits'] = look['lookahead_hits']
+    fig[prefix + 'lookahead_misses'] = look['lookahead_misses']
     equal = ksm_stats.at_equal_cpu(look['sharing_at_cpu'],
                                    [r['sharing_at_cpu']
                                     for r in stock.values()])
     if equal:
         cpu_s, mine, best = equal
-        fig['equal_cpu_s'] = cpu_s
-        fig['lookahead_sharing_at_equal_cpu'] = mine
-        fig['best_stock_sharing_at_equal_cpu'] = best
+        fig[prefix + 'equal_cpu_s'] = cpu_s
+        fig[prefix + 'lookahead_sharing_at_equal_cpu'] = mine
+        fig[prefix + 'best_stock_sharing_at_equal_cpu'] = best
         if best:
-            fig['lookahead_sharing_x'] = round(mine / best, 2)
+            fig[prefix + 'lookahead_sharing_x'] = round(mine / best, 2)
     per_page = [r['cpu_ms_per_page'] for r in stock.values()
                 if r['cpu_ms_per_page']]
     if look['cpu_ms_per_page'] and per_page:
-        fig['lookahead_cpu_per_page_x'] = round(
+        fig[prefix + 'lookahead_cpu_per_page_x'] = round(
             look['cpu_ms_per_page'] / min(per_page), 2)
