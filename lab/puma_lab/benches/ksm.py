@@ -40,6 +40,14 @@ at equal CPU.  Ratios against ``plain`` measured in the same run:
 ``*_cpu_per_page_x_plain``.  Times are the kernel host's under TCG:
 compare settings within a run, not with a hypervisor.
 
+That is the static phase (``--phase static``, the default).  The dynamic
+phase (``--phase dynamic`` or ``both``, benches/ksm_dynamic.py) runs
+each setting while fresh guests boot, idle and work (a package install
+of the same files), sampled every few seconds; its figures are
+``dyn_<setting>_*``, ``dyn_lookahead_sharing_x`` and
+``dyn_lookahead_cpu_per_page_x`` (the same comparison as above, over
+the whole timeline).
+
 Then the caching half (``--cache-modes``, host_cache_workload.py): the
 same number of guests with data disks in the kernel host's page cache,
 once per mode: ``writeback`` (double caching), ``none`` (O_DIRECT) and
@@ -68,6 +76,7 @@ from puma_lab import ksm_stats
 from puma_lab import lab as lab_mod
 from puma_lab import paths
 from puma_lab import svgplot
+from puma_lab.benches import ksm_dynamic
 
 SETTINGS = {
     'plain': {'smart_scan': 0, 'advisor_mode': 'none', 'lookahead': 0},
@@ -137,6 +146,23 @@ def run(argv):
     ap.add_argument('--max-s', type=int, default=300,
                     help='longest a setting may merge')
     ap.add_argument('--settings', default=','.join(SETTINGS))
+    ap.add_argument('--phase', default='static',
+                    choices=('static', 'dynamic', 'both'),
+                    help='the merging half: static (the guests booted and '
+                         'worked before each setting merges), dynamic (KSM '
+                         'runs while fresh guests boot, idle and work; '
+                         'ksm_dynamic.py) or both')
+    ap.add_argument('--idle-s', type=int, default=60,
+                    help='dynamic phase: seconds the guests stay idle '
+                         'after boot')
+    ap.add_argument('--after-s', type=int, default=60,
+                    help='dynamic phase: seconds sampled after the '
+                         'workload')
+    ap.add_argument('--work-timeout', type=int, default=1800,
+                    help="dynamic phase: longest the guests' workload may "
+                         'take')
+    ap.add_argument('--dyn-plot', default=None,
+                    help='write an SVG of the dynamic phase here')
     ap.add_argument('--retries', type=int, default=2,
                     help='runs started again after a machine fault')
     ap.add_argument('--plot', default=None,
@@ -177,7 +203,7 @@ def run(argv):
     faults = []
     for attempt in range(1 + args.retries):
         try:
-            results, caching = _run_once(args, names)
+            results, dynamic, caching = _run_once(args, names)
             break
         except kernel_host.MachineFault as e:
             # Nested SVM under TCG loses a machine now and then
@@ -189,12 +215,14 @@ def run(argv):
         raise kernel_host.MachineFault('%d machine faults: %s'
                                        % (len(faults), '; '.join(faults)))
     fig = _figures(args, results, caching)
+    if dynamic:
+        _dynamic_figures(args, fig, dynamic)
     fig['machine_faults'] = faults
     return fig
 
 
 def _run_once(args, names):
-    results, caching = {}, {}
+    results, dynamic, caching = {}, {}, {}
     with lab_mod.Lab('bench-ksm') as lab:
         disks = []
         if args.modes:
@@ -207,8 +235,16 @@ def _run_once(args, names):
             kernel=args.host_kernel, disks=disks)
         kh.start().wait_booted()
         kh.load_kvm()
-        if names:
+        if names and args.phase in ('static', 'both'):
             results = _merging(args, names, kh)
+        if names and args.phase in ('dynamic', 'both'):
+            for n in names:
+                dynamic[n] = ksm_dynamic.measure(
+                    kh, n, ksm_knobs.setting_knobs(SETTINGS[n],
+                                                   args.pages_to_scan),
+                    args.guests, args.kernel, args.mem, args.idle_s,
+                    args.after_s, args.work_timeout,
+                    lambda line: print(line, file=sys.stderr))
         if args.modes:
             host_cache.mount_data(kh)
             for m in args.modes:
@@ -216,7 +252,7 @@ def _run_once(args, names):
                     kh, m, args.guests, args.kernel, args.mem,
                     args.cache_files, args.cache_file_mb, args.cache_rounds,
                     lambda line: print(line, file=sys.stderr))
-    return results, caching
+    return results, dynamic, caching
 
 
 def _merging(args, names, kh):
@@ -274,6 +310,23 @@ def _figures(args, results, caching):
                     exist_ok=True)
         plot(results, args.plot)
     return fig
+
+
+def _dynamic_figures(args, fig, dynamic):
+    """The dynamic phase's figures (dyn_*) and its plot."""
+    fig.update({'dyn_idle_s': args.idle_s, 'dyn_after_s': args.after_s,
+                'dyn_sample_s': ksm_dynamic.SAMPLE_EVERY})
+    ksm_dynamic.figures(fig, dynamic)
+    lookahead_figures(fig, dynamic, prefix='dyn_')
+    if args.dyn_plot:
+        os.makedirs(os.path.dirname(os.path.abspath(args.dyn_plot)),
+                    exist_ok=True)
+        series, marks = ksm_dynamic.plot_series(dynamic)
+        with open(args.dyn_plot, 'w') as f:
+            f.write(svgplot.lines(
+                series, ksm_dynamic.SAMPLE_EVERY, 'KSM while %d guests '
+                'boot, idle and work: pages sharing' % args.guests,
+                'seconds since KSM started', 'pages', marks))
 
 
 def lookahead_figures(fig, results, prefix=''):
