@@ -27,6 +27,7 @@ boot times and the workload's, the marks and the timeline.
 import threading
 import time
 
+from puma_lab import agent
 from puma_lab import errors
 from puma_lab import kernel_host
 from puma_lab import ksm_knobs
@@ -48,11 +49,18 @@ WORKLOAD = (
 class Sampler:
     """KSM's counters every EVERY seconds, in a thread of its own.
 
+    It makes KH's agent take one request at a time from then on.
+
     Times are seconds since the sampler started (``now()``); a sample
     that failed ends the thread, and ``stop()`` raises its error.
     """
 
     def __init__(self, kh, every, log):
+        # The main thread asks the same agent meanwhile (the L2 guests'
+        # agents are relayed by it).
+        if not isinstance(kh.agent.transport, agent.SerializedTransport):
+            kh.agent.transport = agent.SerializedTransport(
+                kh.agent.transport)
         self.kh = kh
         self.every = every
         self.log = log

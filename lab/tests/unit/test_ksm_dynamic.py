@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """lab/bench ksm's dynamic phase: phase ends, its grid, its figures."""
 
+import threading
+import time
+
+from puma_lab import agent
 from puma_lab.benches import ksm
 from puma_lab.benches import ksm_dynamic
 
@@ -49,3 +53,23 @@ def test_the_dynamic_look_ahead_figures_are_the_static_ones_prefixed():
     # At 3.0 CPU s (plain's end): look-ahead 600, the best stock 500.
     assert dynamic['dyn_lookahead_sharing_x'] == 1.2
     assert dynamic['dyn_lookahead_cpu_per_page_x'] == 0.8
+
+
+def test_a_serialized_transport_sends_one_request_at_a_time():
+    inside, most = [0], [0]
+
+    def transport(cmd, timeout):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.01)
+        inside[0] -= 1
+        return {'return': cmd}
+
+    t = agent.SerializedTransport(transport)
+    threads = [threading.Thread(target=t, args=({'n': i}, 1))
+               for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert most[0] == 1
