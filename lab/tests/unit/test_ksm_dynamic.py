@@ -73,3 +73,9 @@ def test_a_serialized_transport_sends_one_request_at_a_time():
     for th in threads:
         th.join()
     assert most[0] == 1
+
+
+def test_the_workload_s_status_file_gives_its_rc_and_guest_time():
+    assert ksm_dynamic._work_rc('0 100.25 163.75\n') == (0, 63.5)
+    assert ksm_dynamic._work_rc('') is None
+    assert ksm_dynamic._work_rc('0 100.25') is None
