@@ -342,6 +342,13 @@ class PumaCollector(object):
                 "Memory the host's page merging (KSM) saves: pages that "
                 'share a merged page, and pages merged with the zero page.',
                 value=merged)
+        yield core.GaugeMetricFamily(
+            'puma_host_exclusive_cache_saved_bytes',
+            'Host page cache that exclusive host/guest caching saves: what '
+            "the guests read from their exclusive-cache disks, up to the "
+            "images' allocated size, less what the host still caches of "
+            'them (an upper bound).',
+            value=sum(vm.exclusive_cache_saved_bytes() for vm in vms))
         yield core.CounterMetricFamily(
             'puma_exporter_errors',
             'VMs (or whole scrapes) left out because libvirt or QEMU did '

@@ -175,6 +175,19 @@ class CollectorTest(testtools.TestCase):
         self.assertNotIn('puma_host_page_merging_saved_bytes', text)
         self.assertEqual(1, samples[('puma_exporter_errors_total', ())])
 
+    def test_host_exclusive_cache_savings(self):
+        dom = FakeDomain('vm1', 'u1')
+        saved = {'u1': 3 << 20}
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.host_cache.saved_bytes',
+            lambda doms: sum(saved.get(d.UUIDString(), 0) for d in doms)))
+        samples, _text = scrape(FakeSource([source.VM(dom, {})]))
+        self.assertEqual(3 << 20, samples[(
+            'puma_host_exclusive_cache_saved_bytes', ())])
+        samples, _text = scrape(FakeSource([]))
+        self.assertEqual(0, samples[(
+            'puma_host_exclusive_cache_saved_bytes', ())])
+
     def test_memory_servers_of_this_host(self):
         servers = {
             'u7': {'port': 7900, 'size_mb': 384, 'tls': True, 'restarts': 2,
