@@ -160,30 +160,41 @@ def disk_saved_bytes(path, read_bytes):
     return max(0, would_hold - resident_bytes(path))
 
 
-def saved_bytes(domains):
-    """Bytes of host page cache the exclusive-cache disks of DOMAINS save.
+def domain_saved_bytes(dom):
+    """Bytes of host page cache the exclusive-cache disks of DOM save.
 
-    DOMAINS: libvirt domains (running). A disk whose figures cannot be
-    read (the guest went away, the image cannot be opened) counts as 0
-    and is logged at debug: the figure is only shown.
+    DOM: a running libvirt domain. None if it has no such disk. A disk
+    whose figures cannot be read (the image cannot be opened, the guest
+    went away meanwhile) counts as 0 and is logged at debug: the figure
+    is only shown.
+
+    :raises: libvirt's error when the domain's XML cannot be read.
     """
+    disks = exclusive_disks(dom.XMLDesc(0))
+    if not disks:
+        return None
+    total = 0
+    for target, path in disks:
+        try:
+            read = dom.blockStats(target)[1]
+            saved = disk_saved_bytes(path, read)
+        except Exception as e:
+            LOG.debug('Puma: exclusive caching of %s (%s) not counted: %s',
+                      path, target, e)
+            continue
+        total += saved or 0
+    return total
+
+
+def saved_bytes(domains):
+    """domain_saved_bytes() summed over DOMAINS; a domain gone counts 0."""
     total = 0
     for dom in domains:
         try:
-            disks = exclusive_disks(dom.XMLDesc(0))
+            total += domain_saved_bytes(dom) or 0
         except Exception as e:
             LOG.debug('Puma: no disks of domain for exclusive caching: %s',
                       e)
-            continue
-        for target, path in disks:
-            try:
-                read = dom.blockStats(target)[1]
-                saved = disk_saved_bytes(path, read)
-            except Exception as e:
-                LOG.debug('Puma: exclusive caching of %s (%s) not counted: '
-                          '%s', path, target, e)
-                continue
-            total += saved or 0
     return total
 
 

@@ -68,8 +68,11 @@ class VM(object):
                       if k.startswith('split.')} or None
 
     def exclusive_cache_saved_bytes(self):
-        """Host page cache its exclusive-cache disks save (host_cache)."""
-        return host_cache.saved_bytes([self._dom])
+        """Host page cache its exclusive-cache disks save (host_cache).
+
+        None if it has no such disk.
+        """
+        return host_cache.domain_saved_bytes(self._dom)
 
     @property
     def monitor_waits(self):

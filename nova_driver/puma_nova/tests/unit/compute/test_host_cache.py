@@ -138,6 +138,12 @@ class HostCacheTest(testtools.TestCase):
             # domain that went away and the missing image count nothing.
             self.assertEqual(3 * MIB, host_cache.saved_bytes(doms))
             self.assertEqual(3, host_cache.saved_mb(doms))
+            # Per domain: None without an exclusive-cache disk.
+            self.assertEqual(2 * MIB, host_cache.domain_saved_bytes(doms[0]))
+            self.assertIsNone(host_cache.domain_saved_bytes(
+                FakeDomain([_disk('vdb', other, exclusive=False)], {})))
+            self.assertRaises(RuntimeError, host_cache.domain_saved_bytes,
+                              doms[2])
 
     def test_unmeasurable_image_counts_nothing(self):
         # mincore would tell this process only about its own mappings.
