@@ -118,7 +118,9 @@ def resident_bytes(path):
                     err = ctypes.get_errno()
                     raise OSError(err, 'mincore: %s' % os.strerror(err),
                                   path)
-                resident += sum(b & 1 for b in vec) * page
+                # Bit 0 of each byte: resident; the other bits are 0.
+                flags = bytes(vec)
+                resident += (len(flags) - flags.count(0)) * page
             finally:
                 libc.munmap(addr, length)
         return min(resident, size)
