@@ -12,6 +12,7 @@ import json
 import random
 import socket
 import subprocess
+import threading
 import time
 
 from puma_lab import errors
@@ -62,6 +63,24 @@ class SocketTransport:
             if line:
                 return json.loads(line)
         raise TimeoutError('guest agent did not answer in time')
+
+
+class SerializedTransport:
+    """TRANSPORT's requests one at a time, for threads sharing one agent.
+
+    QEMU's agent chardev takes one connection at a time: a second
+    connect while one is open fails at once with EAGAIN (``lab/bench ksm
+    --phase dynamic`` lost a run to it, its sampling thread and its main
+    thread asking one kernel host's agent together).
+    """
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.lock = threading.Lock()
+
+    def __call__(self, cmd, timeout):
+        with self.lock:
+            return self.transport(cmd, timeout)
 
 
 class VirshTransport:

@@ -52,11 +52,13 @@ def lines(series, step, title, xlabel, ylabel, marks=()):
     out.append('<text x="14" y="%d" transform="rotate(-90 14 %d)" '
                'text-anchor="middle">%s</text>'
                % (TOP + ph / 2, TOP + ph / 2, html.escape(ylabel)))
-    for x, label in marks:
+    # Labels of several marks are staggered down so that close ones stay
+    # readable.
+    for i, (x, label) in enumerate(marks):
         out.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#888" '
                    'stroke-dasharray="4 3"/><text x="%.1f" y="%d">%s</text>'
-                   % (px(x), px(x), TOP, TOP + ph, px(x) + 3, TOP + 12,
-                      html.escape(label)))
+                   % (px(x), px(x), TOP, TOP + ph, px(x) + 3,
+                      TOP + 12 + 12 * (i % 6), html.escape(label)))
     for i, (label, ys) in enumerate(series.items()):
         color = COLORS[i % len(COLORS)]
         run = []

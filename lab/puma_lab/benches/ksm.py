@@ -40,6 +40,14 @@ at equal CPU.  Ratios against ``plain`` measured in the same run:
 ``*_cpu_per_page_x_plain``.  Times are the kernel host's under TCG:
 compare settings within a run, not with a hypervisor.
 
+That is the static phase (``--phase static``, the default).  The dynamic
+phase (``--phase dynamic`` or ``both``, benches/ksm_dynamic.py) runs
+each setting while fresh guests boot, idle and work (a package install
+of the same files), sampled every few seconds; its figures are
+``dyn_<setting>_*``, ``dyn_lookahead_sharing_x`` and
+``dyn_lookahead_cpu_per_page_x`` (the same comparison as above, over
+the whole timeline).
+
 Then the caching half (``--cache-modes``, host_cache_workload.py): the
 same number of guests with data disks in the kernel host's page cache,
 once per mode: ``writeback`` (double caching), ``none`` (O_DIRECT) and
@@ -63,10 +71,12 @@ from puma_lab import errors
 from puma_lab import host_cache
 from puma_lab import host_cache_workload
 from puma_lab import kernel_host
+from puma_lab import ksm_knobs
 from puma_lab import ksm_stats
 from puma_lab import lab as lab_mod
 from puma_lab import paths
 from puma_lab import svgplot
+from puma_lab.benches import ksm_dynamic
 
 SETTINGS = {
     'plain': {'smart_scan': 0, 'advisor_mode': 'none', 'lookahead': 0},
@@ -85,59 +95,22 @@ WORKLOAD = ('cat /usr/lib/x86_64-linux-gnu/*.so* /usr/bin/* '
 SAMPLE_EVERY = 10
 
 
-def _ksm_set(kh, settings):
-    """Write SETTINGS to the kernel host's KSM.
-
-    A knob the kernel lacks is skipped when it is asked to be off (0 or
-    none: what that kernel does anyway) and an error otherwise.
-    """
-    script = ['cd /sys/kernel/mm/ksm']
-    for name, value in settings.items():
-        off = str(value) in ('0', 'none')
-        script.append('if [ -w %s ]; then echo %s > %s; %s fi'
-                      % (name, value, name,
-                         '' if off else
-                         'else echo "KSM has no knob %s" >&2; exit 1;'
-                         % name))
-    kh.sh('; '.join(script))
-
-
-def _sample(kh, t0):
-    out = kh.sh(ksm_stats.SAMPLE_SCRIPT).out
-    return ksm_stats.parse_sample(out, time.monotonic() - t0)
-
-
-def _unmerge(kh, timeout=600):
-    """run=2: KSM gives every merged page back; wait until it did."""
-    kh.sh('echo 2 > /sys/kernel/mm/ksm/run', timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        s = _sample(kh, 0)
-        if not s.get('pages_shared') and not s.get('pages_sharing'):
-            return
-        time.sleep(2)
-    raise errors.LabError('KSM did not unmerge within %ds' % timeout)
-
-
 def measure(kh, name, settings, pages_to_scan, max_s):
-    _unmerge(kh)
-    knobs = dict(settings)
-    if settings.get('advisor_mode') != 'scan-time':
-        knobs['pages_to_scan'] = pages_to_scan
-    _ksm_set(kh, knobs)
+    ksm_knobs.unmerge(kh)
+    ksm_knobs.set_knobs(kh, ksm_knobs.setting_knobs(settings, pages_to_scan))
     t0 = time.monotonic()
-    samples = [_sample(kh, t0)]
-    _ksm_set(kh, {'run': 1})
+    samples = [ksm_knobs.sample(kh, t0)]
+    ksm_knobs.set_knobs(kh, {'run': 1})
     while True:
         time.sleep(SAMPLE_EVERY)
-        samples.append(_sample(kh, t0))
+        samples.append(ksm_knobs.sample(kh, t0))
         s = samples[-1]
         print('ksm %s: %5.0f s sharing %d shared %d scans %d ksmd %.1f s'
               % (name, s['t'], s['pages_sharing'], s.get('pages_shared', 0),
                  s.get('full_scans', 0), s['ksmd_cpu_s']), file=sys.stderr)
         if ksm_stats.settled(samples) or s['t'] >= max_s:
             break
-    _ksm_set(kh, {'run': 0})
+    ksm_knobs.set_knobs(kh, {'run': 0})
     fig = ksm_stats.summary(samples)
     fig['settled'] = ksm_stats.settled(samples)
     fig['samples'] = [(round(x['t']), x['pages_sharing']) for x in samples]
@@ -173,6 +146,23 @@ def run(argv):
     ap.add_argument('--max-s', type=int, default=300,
                     help='longest a setting may merge')
     ap.add_argument('--settings', default=','.join(SETTINGS))
+    ap.add_argument('--phase', default='static',
+                    choices=('static', 'dynamic', 'both'),
+                    help='the merging half: static (the guests booted and '
+                         'worked before each setting merges), dynamic (KSM '
+                         'runs while fresh guests boot, idle and work; '
+                         'ksm_dynamic.py) or both')
+    ap.add_argument('--idle-s', type=int, default=60,
+                    help='dynamic phase: seconds the guests stay idle '
+                         'after boot')
+    ap.add_argument('--after-s', type=int, default=60,
+                    help='dynamic phase: seconds sampled after the '
+                         'workload')
+    ap.add_argument('--work-timeout', type=int, default=1800,
+                    help="dynamic phase: longest the guests' workload may "
+                         'take')
+    ap.add_argument('--dyn-plot', default=None,
+                    help='write an SVG of the dynamic phase here')
     ap.add_argument('--retries', type=int, default=2,
                     help='runs started again after a machine fault')
     ap.add_argument('--plot', default=None,
@@ -213,7 +203,7 @@ def run(argv):
     faults = []
     for attempt in range(1 + args.retries):
         try:
-            results, caching = _run_once(args, names)
+            results, dynamic, caching = _run_once(args, names)
             break
         except kernel_host.MachineFault as e:
             # Nested SVM under TCG loses a machine now and then
@@ -225,12 +215,14 @@ def run(argv):
         raise kernel_host.MachineFault('%d machine faults: %s'
                                        % (len(faults), '; '.join(faults)))
     fig = _figures(args, results, caching)
+    if dynamic:
+        _dynamic_figures(args, fig, dynamic)
     fig['machine_faults'] = faults
     return fig
 
 
 def _run_once(args, names):
-    results, caching = {}, {}
+    results, dynamic, caching = {}, {}, {}
     with lab_mod.Lab('bench-ksm') as lab:
         disks = []
         if args.modes:
@@ -243,8 +235,16 @@ def _run_once(args, names):
             kernel=args.host_kernel, disks=disks)
         kh.start().wait_booted()
         kh.load_kvm()
-        if names:
+        if names and args.phase in ('static', 'both'):
             results = _merging(args, names, kh)
+        if names and args.phase in ('dynamic', 'both'):
+            for n in names:
+                dynamic[n] = ksm_dynamic.measure(
+                    kh, n, ksm_knobs.setting_knobs(SETTINGS[n],
+                                                   args.pages_to_scan),
+                    args.guests, args.kernel, args.mem, args.idle_s,
+                    args.after_s, args.work_timeout,
+                    lambda line: print(line, file=sys.stderr))
         if args.modes:
             host_cache.mount_data(kh)
             for m in args.modes:
@@ -252,13 +252,13 @@ def _run_once(args, names):
                     kh, m, args.guests, args.kernel, args.mem,
                     args.cache_files, args.cache_file_mb, args.cache_rounds,
                     lambda line: print(line, file=sys.stderr))
-    return results, caching
+    return results, dynamic, caching
 
 
 def _merging(args, names, kh):
     """The merging half: every setting of NAMES on the same guests."""
     results = {}
-    _ksm_set(kh, {'run': 0})
+    ksm_knobs.set_knobs(kh, {'run': 0})
     knobs = kh.sh('cd /sys/kernel/mm/ksm && grep -H . *').out
     print('kernel host KSM before:\n' + knobs, file=sys.stderr)
     guests = []
@@ -288,7 +288,7 @@ def _figures(args, results, caching):
                     'cpu_ms_per_page', 'full_scans', 'duration_s',
                     'settled', 'pages_to_scan_end', 'sharing_at_cpu'):
             fig['%s_%s' % (n, key)] = r[key]
-    _lookahead_figures(fig, results)
+    lookahead_figures(fig, results)
     if caching:
         fig.update({'cache_files': args.cache_files,
                     'cache_file_mb': args.cache_file_mb,
@@ -312,26 +312,47 @@ def _figures(args, results, caching):
     return fig
 
 
-def _lookahead_figures(fig, results):
-    """The look-ahead against the best of today's settings of this run."""
+def _dynamic_figures(args, fig, dynamic):
+    """The dynamic phase's figures (dyn_*) and its plot."""
+    fig.update({'dyn_idle_s': args.idle_s, 'dyn_after_s': args.after_s,
+                'dyn_sample_s': ksm_dynamic.SAMPLE_EVERY})
+    ksm_dynamic.figures(fig, dynamic)
+    lookahead_figures(fig, dynamic, prefix='dyn_')
+    if args.dyn_plot:
+        os.makedirs(os.path.dirname(os.path.abspath(args.dyn_plot)),
+                    exist_ok=True)
+        series, marks = ksm_dynamic.plot_series(dynamic)
+        with open(args.dyn_plot, 'w') as f:
+            f.write(svgplot.lines(
+                series, ksm_dynamic.SAMPLE_EVERY, 'KSM while %d guests '
+                'boot, idle and work: pages sharing' % args.guests,
+                'seconds since KSM started', 'pages', marks))
+
+
+def lookahead_figures(fig, results, prefix=''):
+    """The look-ahead against the best of today's settings of this run.
+
+    RESULTS are one phase's ksm_stats.summary() per setting; the keys get
+    PREFIX (``dyn_`` for the dynamic phase).
+    """
     look = results.get('lookahead')
     stock = {n: results[n] for n in STOCK_SETTINGS if n in results}
     if not look or not stock:
         return
-    fig['lookahead_hits'] = look['lookahead_hits']
-    fig['lookahead_misses'] = look['lookahead_misses']
+    fig[prefix + 'lookahead_hits'] = look['lookahead_hits']
+    fig[prefix + 'lookahead_misses'] = look['lookahead_misses']
     equal = ksm_stats.at_equal_cpu(look['sharing_at_cpu'],
                                    [r['sharing_at_cpu']
                                     for r in stock.values()])
     if equal:
         cpu_s, mine, best = equal
-        fig['equal_cpu_s'] = cpu_s
-        fig['lookahead_sharing_at_equal_cpu'] = mine
-        fig['best_stock_sharing_at_equal_cpu'] = best
+        fig[prefix + 'equal_cpu_s'] = cpu_s
+        fig[prefix + 'lookahead_sharing_at_equal_cpu'] = mine
+        fig[prefix + 'best_stock_sharing_at_equal_cpu'] = best
         if best:
-            fig['lookahead_sharing_x'] = round(mine / best, 2)
+            fig[prefix + 'lookahead_sharing_x'] = round(mine / best, 2)
     per_page = [r['cpu_ms_per_page'] for r in stock.values()
                 if r['cpu_ms_per_page']]
     if look['cpu_ms_per_page'] and per_page:
-        fig['lookahead_cpu_per_page_x'] = round(
+        fig[prefix + 'lookahead_cpu_per_page_x'] = round(
             look['cpu_ms_per_page'] / min(per_page), 2)
