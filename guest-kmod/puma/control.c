@@ -24,6 +24,10 @@
  *   capacity_pages  pages a lender hosts per borrower at most
  *   act_threshold   activations per half second that make a lender busy
  *   quiet_ms        quiet time before a busy lender lends again
+ *   heartbeat_ms    borrower: PING a lender heard nothing from for this long
+ *                   (0: never; heartbeat.c)
+ *   peer_timeout_ms close a connection whose peer said nothing for this
+ *                   long (0: never); a few heartbeats
  *   stats           "name value" lines: counters, gauges, drops by reason
  *   fs_stats        one line per file system: s_id MAJOR:MINOR name=value...
  *                   (its share of puts, gets, hits...; see index.c)
@@ -49,6 +53,8 @@ struct puma_config puma_cfg = {
 	.capacity_pages = 262144,
 	.act_threshold = 256,
 	.quiet_ms = 3000,
+	.heartbeat_ms = 5000,
+	.peer_timeout_ms = 30000,
 	.port = 7400,
 };
 
@@ -89,6 +95,7 @@ const char *const puma_stat_names[PUMA_STAT_NR] = {
 	[PUMA_STAT_LEND_SHRUNK] = "lend_shrunk",
 	[PUMA_STAT_LEND_SUSPENDS] = "lend_suspends",
 	[PUMA_STAT_DISCONNECTS] = "disconnects",
+	[PUMA_STAT_PINGS] = "pings",
 	[PUMA_STAT_AUTH_FAILURES] = "auth_failures",
 	[PUMA_STAT_SEALS] = "seals",
 	[PUMA_STAT_SEAL_NS] = "seal_ns",
@@ -438,6 +445,8 @@ PUMA_UINT_ATTR(get_timeout_us, 1000, 10000000);
 PUMA_UINT_ATTR(capacity_pages, 0, ULONG_MAX);
 PUMA_UINT_ATTR(act_threshold, 0, UINT_MAX);
 PUMA_UINT_ATTR(quiet_ms, 0, 3600000);
+PUMA_UINT_ATTR(heartbeat_ms, 0, 3600000);
+PUMA_UINT_ATTR(peer_timeout_ms, 0, 3600000);
 
 static ssize_t stats_show(struct kobject *kobj, struct kobj_attribute *attr,
 			  char *buf)
@@ -508,6 +517,8 @@ static struct attribute *puma_ctl_attrs[] = {
 	&capacity_pages_attr.attr,
 	&act_threshold_attr.attr,
 	&quiet_ms_attr.attr,
+	&heartbeat_ms_attr.attr,
+	&peer_timeout_ms_attr.attr,
 	&stats_attr.attr,
 	&fs_stats_attr.attr,
 	NULL,

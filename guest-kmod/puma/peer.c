@@ -370,6 +370,7 @@ static int puma_peer_thread(void *arg)
 				reason = PUMA_ERR_IO;
 		}
 		if (!reason) {
+			puma_heartbeat_start(p);
 			spin_lock_irq(&p->lock);
 			p->state = PUMA_PEER_READY;
 			spin_unlock_irq(&p->lock);

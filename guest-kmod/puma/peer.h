@@ -122,6 +122,9 @@ struct puma_peer {
 	struct puma_sess *sess;	/* lender side */
 	struct puma_seal_ctx *seal;	/* borrower side, under tx_mutex */
 	int last_reason;
+	unsigned long last_rx;	/* jiffies: the peer's last message */
+	unsigned long ping_at;	/* jiffies: our last PING (borrower) */
+	u64 ping_req;		/* request id of our last PING */
 };
 
 /* peer.c: the table of peers, under puma_peers_lock */
@@ -158,6 +161,11 @@ void puma_shutdown(struct puma_peer *p);
 /* rx.c */
 int puma_recv_msg(struct puma_peer *p, struct puma_hdr *h, bool idle);
 int puma_dispatch(struct puma_peer *p, const struct puma_hdr *h);
+
+/* heartbeat.c */
+void puma_heartbeat_start(struct puma_peer *p);
+void puma_heartbeat_rx(struct puma_peer *p);
+int puma_heartbeat_idle(struct puma_peer *p);
 
 /* shm.c */
 int puma_shm_init(void);

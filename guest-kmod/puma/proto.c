@@ -35,6 +35,7 @@ static const char *const puma_reasons[PUMA_REASON_MAX] = {
 	[PUMA_ERR_HS_TIMEOUT] = "handshake not finished in time",
 	[PUMA_ERR_EVICTED] = "too many unauthenticated connections",
 	[PUMA_ERR_SHM] = "bad shared memory ring index",
+	[PUMA_ERR_SILENT] = "peer silent",
 };
 
 const char *puma_reason_str(int reason)

@@ -160,6 +160,7 @@ enum puma_reason {
 	PUMA_ERR_HS_TIMEOUT,	/* handshake over too late */
 	PUMA_ERR_EVICTED,	/* too many connections still in handshake */
 	PUMA_ERR_SHM,		/* shared memory ring index out of range */
+	PUMA_ERR_SILENT,	/* nothing from the peer for peer_timeout_ms */
 	PUMA_REASON_MAX,
 };
 

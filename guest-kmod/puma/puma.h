@@ -70,6 +70,7 @@ enum puma_stat {
 	PUMA_STAT_LEND_SHRUNK,		/* pages given back to reclaim */
 	PUMA_STAT_LEND_SUSPENDS,	/* activity detector fired */
 	PUMA_STAT_DISCONNECTS,
+	PUMA_STAT_PINGS,		/* heartbeats sent to lenders */
 	PUMA_STAT_AUTH_FAILURES,	/* lender blobs that failed the tag */
 	PUMA_STAT_SEALS,		/* pages sealed for a put */
 	PUMA_STAT_SEAL_NS,		/* ... and the time it took */
@@ -103,6 +104,8 @@ struct puma_config {
 	unsigned long capacity_pages;	/* per borrower, on a lender */
 	unsigned int act_threshold;	/* activations per period */
 	unsigned int quiet_ms;		/* quiet time before lending again */
+	unsigned int heartbeat_ms;	/* borrower: PING a quiet lender */
+	unsigned int peer_timeout_ms;	/* close a silent peer; 0: never */
 	u16 port;
 	u8 key[64];
 	unsigned int key_len;

@@ -50,6 +50,10 @@ static int puma_recv(struct puma_peer *p, void *buf, size_t len, bool idle)
 				return hs ? PUMA_ERR_HS_TIMEOUT :
 					    PUMA_ERR_TIMEOUT;
 		} else {
+			int reason = puma_heartbeat_idle(p);
+
+			if (reason)
+				return reason;
 			deadline = jiffies + PUMA_MSG_TIMEOUT;
 		}
 		ret = p->xops->recv(p, buf + got, len - got);
@@ -114,6 +118,9 @@ int puma_recv_msg(struct puma_peer *p, struct puma_hdr *h, bool idle)
 	if (ret)
 		return ret;
 	puma_rx_advance(&p->rx, h);
+	/* Only a message that proved the pair's key is a sign of life. */
+	if (tagged)
+		puma_heartbeat_rx(p);
 	return PUMA_OK;
 }
 

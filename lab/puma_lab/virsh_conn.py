@@ -1,15 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The part of a libvirt connection the Nova driver's probes use, via virsh.
+"""The part of libvirt the Nova driver's probes and figures use, via virsh.
 
 The probes (puma_nova/virt/shoot4u_probe.py, exclusive_cache_probe.py)
-take a connection-like object; this one drives a lab host's patched
-libvirtd through its virsh, so that the tests run them for real.
+take a connection-like object, puma_nova/compute/host_cache.py domains;
+these drive a lab host's patched libvirtd through its virsh, so that the
+tests run them for real.
 """
 
 from puma_lab import errors
 
 # libvirt.VIR_DOMAIN_DEFINE_VALIDATE: virsh define --validate.
 DEFINE_VALIDATE = 1
+# libvirt.VIR_DOMAIN_XML_INACTIVE: virsh dumpxml --inactive.
+XML_INACTIVE = 2
+# virDomainBlockStats' tuple, in order, as virsh domblkstat names them.
+BLOCK_STATS = ('rd_req', 'rd_bytes', 'wr_req', 'wr_bytes', 'errs')
 
 
 class VirshConnection:
@@ -46,7 +51,16 @@ class VirshDomain:
         self.name = name
 
     def XMLDesc(self, flags):
-        return self.host.virsh('dumpxml', '--inactive', self.name)
+        if flags & XML_INACTIVE:
+            return self.host.virsh('dumpxml', '--inactive', self.name)
+        return self.host.virsh('dumpxml', self.name)
+
+    def blockStats(self, dev):
+        """virDomainBlockStats: (rd_req, rd_bytes, wr_req, wr_bytes, errs)."""
+        out = self.host.virsh('domblkstat', self.name, dev)
+        values = dict(line.split()[1:3] for line in out.splitlines()
+                      if len(line.split()) == 3)
+        return tuple(int(values.get(k, -1)) for k in BLOCK_STATS)
 
     def undefine(self):
         self.host.virsh('undefine', self.name)

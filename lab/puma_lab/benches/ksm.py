@@ -67,6 +67,7 @@ import subprocess
 import sys
 import time
 
+from puma_lab.benches import ksm_dynamic
 from puma_lab import errors
 from puma_lab import host_cache
 from puma_lab import host_cache_workload
@@ -76,7 +77,6 @@ from puma_lab import ksm_stats
 from puma_lab import lab as lab_mod
 from puma_lab import paths
 from puma_lab import svgplot
-from puma_lab.benches import ksm_dynamic
 
 SETTINGS = {
     'plain': {'smart_scan': 0, 'advisor_mode': 'none', 'lookahead': 0},

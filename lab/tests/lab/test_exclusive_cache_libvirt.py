@@ -25,6 +25,7 @@ from puma_lab import virsh_conn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', '..',
                                 'nova_driver'))
+from puma_nova.compute import host_cache  # noqa: E402
 from puma_nova.virt import exclusive_cache_probe  # noqa: E402
 
 MIB = 1024 * 1024
@@ -113,6 +114,13 @@ def test_guest_reads_leave_only_the_shared_disk_in_the_host_cache(lab):
                                     cached_exclusive // 1024))
         assert cached_plain >= 0.9 * len(data), cached_plain
         assert cached_exclusive <= 0.1 * len(data), cached_exclusive
+        # What the Nova driver reports as saved (cache_saved_mb): the
+        # exclusive disk's reads, less what the host still holds of it.
+        dom = virsh_conn.VirshDomain(a, 'excl')
+        assert dom.blockStats('vdc')[1] >= len(data)
+        saved = host_cache.saved_bytes([dom])
+        print('exclusive caching saves %d KiB' % (saved // 1024))
+        assert 0.9 * len(data) <= saved <= len(data), saved
 
         # The guest reads the same data from both, from its own cache and
         # then, its caches dropped, through QEMU once more (the exclusive

@@ -22,6 +22,8 @@ History:
             link while rows remain (1.0 cuts at [puma_api] max_limit).
     * 1.2 - Hosts show ``merged_mb``: the memory their page merging
             (KSM) saves.
+    * 1.3 - Hosts show ``cache_saved_mb``: the host page cache their
+            exclusive host/guest caching saves.
 """
 
 import re
@@ -31,7 +33,7 @@ from puma_nova import exception
 SERVICE_TYPE = 'memory-pool'
 HEADER = 'OpenStack-API-Version'
 MIN_VERSION = (1, 0)
-MAX_VERSION = (1, 2)
+MAX_VERSION = (1, 3)
 
 _VERSION = re.compile(r'^([1-9][0-9]*)\.(0|[1-9][0-9]*)$')
 

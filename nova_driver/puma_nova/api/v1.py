@@ -22,7 +22,7 @@ POST /v1/split-migrations   {"server": ID or name, "host": optional}
 Since microversion 1.1 (puma_nova.api.microversion) every list takes
 ?limit=&marker= and answers one page; when more rows follow, NAME_links
 holds a "next" link (as Nova's lists do).  Since 1.2 hosts show
-merged_mb.
+merged_mb, since 1.3 cache_saved_mb.
 """
 
 import urllib.parse
@@ -41,7 +41,7 @@ LOG = logging.getLogger(__name__)
 HOST_FIELDS = ('name', 'address', 'memory_mb', 'free_mb', 'lendable_mb',
                'shoot4u', 'split', 'updated_at')
 # Host fields by the microversion that added them.
-HOST_FIELDS_SINCE = {(1, 2): ('merged_mb',)}
+HOST_FIELDS_SINCE = {(1, 2): ('merged_mb',), (1, 3): ('cache_saved_mb',)}
 PAIR_FIELDS = ('lender', 'borrower', 'lender_host', 'borrower_host',
                'capacity_mb', 'created_at')
 MEMORY_SERVER_FIELDS = ('instance_uuid', 'host', 'size_mb', 'uri', 'state',

@@ -48,7 +48,7 @@ def _client(request):
 
 
 def host_list(request):
-    """The hosts' last reports, with what page merging saves (1.2)."""
+    """The hosts' last reports, with what merging and caching save."""
     return _client(request).list('hosts', microversion=host_cmd.MICROVERSION)
 
 

@@ -144,6 +144,7 @@ def host_report(ctxt, name, stats, now=None):
             setattr(host, key, stats[key])
         # Not in the reports of computes older than the field.
         host.merged_mb = stats.get('merged_mb', 0)
+        host.cache_saved_mb = stats.get('cache_saved_mb', 0)
         host.updated_at = now
         session.flush()
         reported = {vm['uuid']: vm for vm in stats['vms']}

@@ -69,6 +69,9 @@ class Host(Base):
     # Memory the host's page merging (KSM) saves.
     merged_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer, default=0,
                                                    server_default='0')
+    # Host page cache that exclusive host/guest caching saves.
+    cache_saved_mb: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, default=0, server_default='0')
     shoot4u: orm.Mapped[bool] = orm.mapped_column(sa.Boolean, default=False)
     split: orm.Mapped[bool] = orm.mapped_column(sa.Boolean, default=False)
     updated_at: orm.Mapped[datetime.datetime] = orm.mapped_column(

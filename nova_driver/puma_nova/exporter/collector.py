@@ -139,6 +139,10 @@ def _families():
         'dirty': g('puma_migration_dirty_rate_bytes_per_second',
                    'Rate at which the guest dirties memory during its '
                    'migration.', labels=_LABELS),
+        'cache_saved': g('puma_exclusive_cache_saved_bytes',
+                         "Host page cache that the VM's exclusive-cache "
+                         'disks save (an upper bound; only VMs with such '
+                         'disks).', labels=_LABELS),
         'dropped': c('puma_lending_dropped_puts',
                      'Pages the guest did not put to a lender, by reason.',
                      labels=_LABELS + ['reason']),
@@ -298,6 +302,7 @@ class PumaCollector(object):
         except Exception:
             self.errors += 1
             vms = []
+        cache_saved = 0
         for vm in vms:
             labels = [vm.name, vm.uuid]
             try:
@@ -328,6 +333,15 @@ class PumaCollector(object):
                 counters = None
             if counters is not None:
                 _add_lending(f, labels, counters)
+            try:
+                saved = vm.exclusive_cache_saved_bytes()
+            except Exception as e:
+                LOG.debug('No exclusive caching figures of %s: %s',
+                          vm.uuid, e)
+                saved = None
+            if saved is not None:
+                f['cache_saved'].add_metric(labels, saved)
+                cache_saved += saved
         yield from f.values()
         if self.memory_servers is not None:
             yield from self._memory_servers()
@@ -342,6 +356,13 @@ class PumaCollector(object):
                 "Memory the host's page merging (KSM) saves: pages that "
                 'share a merged page, and pages merged with the zero page.',
                 value=merged)
+        yield core.GaugeMetricFamily(
+            'puma_host_exclusive_cache_saved_bytes',
+            'Host page cache that exclusive host/guest caching saves: what '
+            "the guests read from their exclusive-cache disks, up to the "
+            "images' allocated size, less what the host still caches of "
+            'them (an upper bound).',
+            value=cache_saved)
         yield core.CounterMetricFamily(
             'puma_exporter_errors',
             'VMs (or whole scrapes) left out because libvirt or QEMU did '

@@ -34,6 +34,7 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
 from puma_nova.compute import guest_agent
+from puma_nova.compute import host_cache
 
 LOG = logging.getLogger(__name__)
 
@@ -65,6 +66,13 @@ class VM(object):
         # libvirt reports the split group only while the VM runs split.
         self.split = {k[len('split.'):]: v for k, v in stats.items()
                       if k.startswith('split.')} or None
+
+    def exclusive_cache_saved_bytes(self):
+        """Host page cache its exclusive-cache disks save (host_cache).
+
+        None if it has no such disk.
+        """
+        return host_cache.domain_saved_bytes(self._dom)
 
     @property
     def monitor_waits(self):

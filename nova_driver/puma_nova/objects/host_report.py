@@ -68,9 +68,10 @@ class PumaHostReport(base.PumaObject):
     Version 1.0: Initial version
     Version 1.1: Added merged_mb
     Version 1.2: PumaVMReport 1.1 (lending_grace)
+    Version 1.3: Added cache_saved_mb
     """
 
-    VERSION = '1.2'
+    VERSION = '1.3'
 
     fields = {
         'memory_mb': fields.NonNegativeIntegerField(),
@@ -79,6 +80,9 @@ class PumaHostReport(base.PumaObject):
         # Memory the host's page merging (KSM) saves; 0 in the reports of
         # computes older than it.
         'merged_mb': fields.NonNegativeIntegerField(default=0),
+        # Host page cache that exclusive host/guest caching saves; 0 in
+        # the reports of computes older than it.
+        'cache_saved_mb': fields.NonNegativeIntegerField(default=0),
         # Where this host's memory servers listen.
         'address': fields.StringField(),
         'shoot4u': fields.BooleanField(),
@@ -115,6 +119,8 @@ class PumaHostReport(base.PumaObject):
         target = versionutils.convert_version_to_tuple(target_version)
         if target < (1, 1):
             primitive.pop('merged_mb', None)
+        if target < (1, 3):
+            primitive.pop('cache_saved_mb', None)
 
     def to_stats(self):
         """The statistics dictionary of this report."""
@@ -129,7 +135,7 @@ class PumaHostReport(base.PumaObject):
         :raises: InvalidStats.
         """
         # A report of a compute older than the optional fields has none.
-        for k in ('merged_mb',):
+        for k in ('merged_mb', 'cache_saved_mb'):
             if not self.obj_attr_is_set(k):
                 self.obj_set_defaults(k)
         for vm in (self.vms if self.obj_attr_is_set('vms') else ()):

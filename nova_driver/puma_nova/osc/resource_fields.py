@@ -12,7 +12,7 @@
 """Columns the commands show, per resource (field names of API v1)."""
 
 HOST = ('name', 'address', 'memory_mb', 'free_mb', 'lendable_mb',
-        'merged_mb', 'shoot4u', 'split', 'updated_at')
+        'merged_mb', 'cache_saved_mb', 'shoot4u', 'split', 'updated_at')
 PAIR = ('lender', 'borrower', 'lender_host', 'borrower_host', 'capacity_mb',
         'created_at')
 LEDGER = ('id', 'instance_uuid', 'main_host', 'sub_host', 'mb',

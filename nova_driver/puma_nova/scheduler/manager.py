@@ -98,7 +98,7 @@ class SchedulerManager(object):
         migration records with (release_failed_plans), or None.
     """
 
-    target = messaging.Target(version='1.7')
+    target = messaging.Target(version='1.8')
 
     def __init__(self, compute_api, placement=None, nova=None):
         self.compute = compute_api
@@ -133,7 +133,7 @@ class SchedulerManager(object):
                      for p in db_api.pair_list(ctxt)]
         return model.Cluster.build(mhosts, vms, pairs), hosts
 
-    # RPC API 1.6
+    # RPC API 1.8
 
     @messaging.expected_exceptions(exception.InvalidStats)
     def report_host(self, ctxt, host, stats=None, report=None):

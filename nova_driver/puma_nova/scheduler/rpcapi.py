@@ -36,6 +36,8 @@ API version history:
             merged_mb); below 1.6 it is sent as version 1.0.
     * 1.7 - report_host's 'report' may be a PumaHostReport 1.2 (its VMs'
             lending_grace); below 1.7 it is sent as version 1.1.
+    * 1.8 - report_host's 'report' may be a PumaHostReport 1.3 (with
+            cache_saved_mb); below 1.8 it is sent as version 1.2.
 """
 
 from oslo_config import cfg
@@ -48,7 +50,7 @@ from puma_nova import rpc
 CONF = cfg.CONF
 upgrade_levels.register_opts(CONF)
 
-RPC_API_VERSION = '1.7'
+RPC_API_VERSION = '1.8'
 
 
 class SchedulerAPI(object):
@@ -77,9 +79,10 @@ class SchedulerAPI(object):
         """Store the memory statistics of HOST and its VMs.
 
         STATS: a PumaHostReport, or its dictionary (memory_mb, free_mb,
-        lendable_mb, merged_mb, address, shoot4u, split, vms; see
-        docs/nova-scheduler.md).  Sent as the object (1.7; as its
-        version 1.1 under a cap of 1.6, 1.0 under 1.4 or 1.5), or as the
+        lendable_mb, merged_mb, cache_saved_mb, address, shoot4u, split,
+        vms; see docs/nova-scheduler.md).  Sent as the object (1.8; as its
+        version 1.2 under a cap of 1.7, 1.1 under 1.6, 1.0 under 1.4 or
+        1.5), or as the
         dictionary to a scheduler capped below 1.4.
 
         :raises: InvalidStats (here, before anything is sent) for a
@@ -88,9 +91,15 @@ class SchedulerAPI(object):
         report = stats
         if not isinstance(report, host_report.PumaHostReport):
             report = host_report.PumaHostReport.from_stats(host, stats)
-        if self.client.can_send_version('1.7'):
-            cctxt = self._prepare('1.7')
+        if self.client.can_send_version('1.8'):
+            cctxt = self._prepare('1.8')
             return cctxt.call(ctxt, 'report_host', host=host, report=report)
+        if self.client.can_send_version('1.7'):
+            # A scheduler of 1.7 knows PumaHostReport 1.2.
+            cctxt = self._prepare('1.7')
+            return cctxt.call(ctxt, 'report_host', host=host,
+                              report=report.obj_to_primitive(
+                                  target_version='1.2'))
         if self.client.can_send_version('1.6'):
             # A scheduler of 1.6 knows PumaHostReport 1.1 (VMs 1.0).
             cctxt = self._prepare('1.6')

@@ -49,6 +49,7 @@ HOST_STATS = {
         'lendable_mb': _count,
         # Optional: computes older than it do not send it.
         'merged_mb': _count,
+        'cache_saved_mb': _count,
         'address': {'type': 'string', 'maxLength': 255},
         'shoot4u': {'type': 'boolean'},
         'split': {'type': 'boolean'},

@@ -46,6 +46,7 @@ import oslo_messaging as messaging
 from oslo_utils import excutils
 
 from puma_nova.compute import guest_pairs
+from puma_nova.compute import host_cache
 from puma_nova.compute import ksm
 from puma_nova.compute import lending
 from puma_nova.compute import manager
@@ -308,6 +309,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             'free_mb': free,
             'lendable_mb': lendable,
             'merged_mb': ksm.saved_mb(),
+            'cache_saved_mb': host_cache.saved_mb(
+                [g._domain for g in guests]),
             'address': CONF.puma.memory_server_address or CONF.my_ip,
             'shoot4u': bool(self._puma_shoot4u),
             'split': bool(CONF.puma.split_allowed),

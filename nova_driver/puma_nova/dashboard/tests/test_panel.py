@@ -47,7 +47,8 @@ LIVE_MIGRATIONS = [
      'memory_total_mb': None, 'memory_remaining_mb': None,
      'main_host': None, 'sub_hosts': None, 'remote_mb': None}]
 HOSTS = [{'name': 'c1', 'memory_mb': 65536, 'free_mb': 30001,
-          'lendable_mb': 28001, 'merged_mb': 4321, 'shoot4u': True,
+          'lendable_mb': 28001, 'merged_mb': 4321, 'cache_saved_mb': 765,
+          'shoot4u': True,
           'split': True, 'updated_at': '2026-11-29T04:20:00'}]
 ALL_APIS = ['pair_list', 'ledger_list', 'memory_server_list',
             'live_migration_list', 'host_list']
@@ -80,7 +81,8 @@ class MemoryPoolViewTests(test.BaseAdminViewTests):
         for text in ('l-uuid', 'b-uuid', '1024', 'big-uuid', '2608',
                      '1488', 'running', 'active', 'split', '1234',
                      'small-uuid', 'queued', 'Saved by Merging (MiB)',
-                     '30001', '28001', '4321'):
+                     'Saved by Exclusive Caching (MiB)', '30001', '28001',
+                     '4321', '765'):
             self.assertIn(text, content)
 
     @test.create_mocks({api: ALL_APIS})
@@ -236,11 +238,11 @@ class LiveMigrationListTests(test.TestCase):
         sm.live_migrate_force_complete.assert_called_once_with('u', '7')
 
     @mock.patch.object(api, '_client')
-    def test_host_list_asks_for_merged_mb(self, client):
+    def test_host_list_asks_for_what_merging_and_caching_save(self, client):
         client.return_value.list.return_value = HOSTS
         self.assertEqual(HOSTS, api.host_list(mock.sentinel.request))
         client.return_value.list.assert_called_once_with(
-            'hosts', microversion='1.2')
+            'hosts', microversion='1.3')
 
     @mock.patch.object(api, '_client')
     def test_ledger_release_asks_puma_api(self, client):

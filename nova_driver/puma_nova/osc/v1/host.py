@@ -16,16 +16,16 @@ from osc_lib import utils
 
 from puma_nova.osc import resource_fields as res_fields
 
-# merged_mb came with puma-api 1.2.
-MICROVERSION = '1.2'
+# merged_mb came with puma-api 1.2, cache_saved_mb with 1.3.
+MICROVERSION = '1.3'
 
 
 class ListHost(command.Lister):
     """List the compute hosts and their last memory report.
 
     Memory, free and lendable memory, the memory page merging (KSM)
-    saves, and whether the host takes part in Shoot4U and split
-    migrations.
+    saves, the host page cache exclusive caching saves, and whether the
+    host takes part in Shoot4U and split migrations.
     """
 
     def take_action(self, parsed_args):

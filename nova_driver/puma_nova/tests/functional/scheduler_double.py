@@ -38,7 +38,7 @@ class PlanError(Exception):
 
 class SchedulerDouble(object):
 
-    target = messaging.Target(version='1.7')
+    target = messaging.Target(version='1.8')
 
     def __init__(self, sub_hosts, main_limits, placement=None):
         """A double that splits onto sub_hosts with fixed limits.

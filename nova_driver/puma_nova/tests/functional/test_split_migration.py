@@ -819,6 +819,8 @@ class ComputeRPCTest(PumaServersTestBase):
         self.assertEqual([server['id']], [v['uuid'] for v in stats['vms']])
         self.assertEqual(GIB, stats['vms'][0]['memory_mb'])
         self.assertEqual(512, stats['merged_mb'])
+        # No disk of the fake libvirt has exclusive caching.
+        self.assertEqual(0, stats['cache_saved_mb'])
 
     def test_periodic_report(self):
         server = self._boot(self._create_flavor(memory_mb=GIB, vcpu=1,

@@ -188,6 +188,12 @@ class HostsTable(tables.DataTable):
     merged_mb = tables.Column(
         _get('merged_mb'), verbose_name=_('Saved by Merging (MiB)'),
         help_text=_('Memory the host\'s page merging (KSM) saves.'))
+    cache_saved_mb = tables.Column(
+        _get('cache_saved_mb'),
+        verbose_name=_('Saved by Exclusive Caching (MiB)'),
+        help_text=_('Host page cache that exclusive host/guest caching '
+                    'saves: what the guests read from their disks that '
+                    'the host does not hold (an upper bound).'))
     shoot4u = tables.Column(_get('shoot4u'), verbose_name=_('Shoot4U'))
     split = tables.Column(_get('split'), verbose_name=_('Split'))
     updated_at = tables.Column(_get('updated_at'),

@@ -175,6 +175,26 @@ class CollectorTest(testtools.TestCase):
         self.assertNotIn('puma_host_page_merging_saved_bytes', text)
         self.assertEqual(1, samples[('puma_exporter_errors_total', ())])
 
+    def test_exclusive_cache_savings(self):
+        saved = {'u1': 3 << 20, 'u2': 0, 'u3': None}
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.host_cache.domain_saved_bytes',
+            lambda dom: saved[dom.UUIDString()]))
+        vms = [source.VM(FakeDomain('vm%d' % i, 'u%d' % i), {})
+               for i in (1, 2, 3)]
+        samples, _text = scrape(FakeSource(vms))
+        self.assertEqual(3 << 20, samples[(
+            'puma_host_exclusive_cache_saved_bytes', ())])
+        # Per VM: only those with exclusive-cache disks.
+        family = 'puma_exclusive_cache_saved_bytes'
+        self.assertEqual(3 << 20, samples[(family, labels())])
+        self.assertEqual(0, samples[(family, labels(domain='vm2',
+                                                    uuid='u2'))])
+        self.assertNotIn((family, labels(domain='vm3', uuid='u3')), samples)
+        samples, _text = scrape(FakeSource([]))
+        self.assertEqual(0, samples[(
+            'puma_host_exclusive_cache_saved_bytes', ())])
+
     def test_memory_servers_of_this_host(self):
         servers = {
             'u7': {'port': 7900, 'size_mb': 384, 'tls': True, 'restarts': 2,

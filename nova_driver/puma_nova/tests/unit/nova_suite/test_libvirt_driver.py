@@ -56,7 +56,7 @@ PUMA_AREAS = re.compile(
     r'cleanup_host|update_provider_tree|get_available_resource|destroy|'
     r'reboot|power_o|spawn|suspend|resume|rescue|'
     r'migrate_disk_and_power_off|check_can_live|pre_live|post_live|'
-    r'rollback_live')
+    r'rollback_live|attach_volume|swap_volume|volume_config')
 
 _RPC = ('init_host starts the Puma RPC server in nova-compute, which '
         "Nova's tests see as a leaked poller thread (issue 14: a "

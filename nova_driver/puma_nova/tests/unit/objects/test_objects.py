@@ -29,7 +29,7 @@ from puma_nova.tests.unit.sched import base as sched_base
 # the older one) and put the new fingerprint here, as Nova's
 # test_objects.py asks.
 OBJECT_DATA = {
-    'PumaHostReport': '1.2-31340868a79a967eb145f7c7b5e94dec',
+    'PumaHostReport': '1.3-0ea188fa7b4ad9cdcdfead9b1b4bf985',
     'PumaLendingPair': '1.0-a069fde9f5411ea06ed7a2833d1121ac',
     'PumaVMReport': '1.1-10e314e9df07135e609ea501ae16fd21',
 }
@@ -40,7 +40,7 @@ def _stats():
         sched_base.vm('a', free_mb=2048, lendable=True),
         dict(sched_base.vm('b', project=None), puma={'gets': 3}),
         sched_base.vm('c', free_mb=1024, grace=True)]),
-        merged_mb=300)
+        merged_mb=300, cache_saved_mb=200)
 
 
 def _without_grace(stats):
@@ -81,7 +81,7 @@ class TestHostReport(testtools.TestCase):
         report = host_report.PumaHostReport.from_stats('h', _stats())
         wire = self.serializer.serialize_entity(self.ctxt, report)
         self.assertEqual('PumaHostReport', wire['puma_object.name'])
-        self.assertEqual('1.2', wire['puma_object.version'])
+        self.assertEqual('1.3', wire['puma_object.version'])
         self.assertEqual('puma', wire['puma_object.namespace'])
         back = self.serializer.deserialize_entity(self.ctxt, wire)
         self.assertIsInstance(back, host_report.PumaHostReport)
@@ -104,7 +104,8 @@ class TestHostReport(testtools.TestCase):
         back = self.serializer.deserialize_entity(self.ctxt, wire)
         self.assertEqual('1.0', back.VERSION)
         back.validate('h')
-        self.assertEqual(dict(_without_grace(_stats()), merged_mb=0),
+        self.assertEqual(dict(_without_grace(_stats()), merged_mb=0,
+                              cache_saved_mb=0),
                          back.to_stats())
 
     def test_1_1_wire_form_has_vms_without_lending_grace(self):
@@ -119,7 +120,27 @@ class TestHostReport(testtools.TestCase):
         back = self.serializer.deserialize_entity(self.ctxt, wire)
         back.validate('h')
         # merged_mb stays; grace is unknown to such a scheduler: none.
-        self.assertEqual(_without_grace(_stats()), back.to_stats())
+        self.assertEqual(dict(_without_grace(_stats()), cache_saved_mb=0),
+                         back.to_stats())
+
+    def test_stats_of_a_compute_older_than_cache_saved_mb(self):
+        stats = _stats()
+        del stats['cache_saved_mb']
+        report = host_report.PumaHostReport.from_stats('h', stats)
+        self.assertEqual(dict(stats, cache_saved_mb=0), report.to_stats())
+
+    def test_1_2_wire_form_has_no_cache_saved_mb(self):
+        report = host_report.PumaHostReport.from_stats('h', _stats())
+        wire = report.obj_to_primitive(target_version='1.2')
+        self.assertEqual('1.2', wire['puma_object.version'])
+        self.assertNotIn('cache_saved_mb', wire['puma_object.data'])
+        self.assertEqual(300, wire['puma_object.data']['merged_mb'])
+        self.assertEqual(['1.1'] * 3, [
+            vm['puma_object.version']
+            for vm in wire['puma_object.data']['vms']])
+        back = self.serializer.deserialize_entity(self.ctxt, wire)
+        back.validate('h')
+        self.assertEqual(dict(_stats(), cache_saved_mb=0), back.to_stats())
 
     def test_stats_of_a_compute_older_than_lending_grace(self):
         stats = _stats()

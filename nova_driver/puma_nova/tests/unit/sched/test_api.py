@@ -285,6 +285,21 @@ class TestAPI(base.TestCase):
                 self.assertEqual(shown, {h['name']: h['merged_mb']
                                          for h in hosts})
 
+    def test_hosts_show_cache_saved_mb_since_1_3(self):
+        db_api.host_report(self.ctxt, 'm', dict(
+            base.stats(4608), merged_mb=700, cache_saved_mb=90))
+        for version, shown in ((None, None), ('1.2', None),
+                               ('1.3', {'m': 90, 'near': 0, 'src': 0})):
+            headers = ({'OpenStack-API-Version': 'memory-pool ' + version}
+                       if version else {})
+            hosts = self.app.get('/v1/hosts', headers=headers).json['hosts']
+            if shown is None:
+                self.assertNotIn('cache_saved_mb', hosts[0], version)
+            else:
+                self.assertEqual(shown, {h['name']: h['cache_saved_mb']
+                                         for h in hosts})
+                self.assertEqual(700, hosts[0]['merged_mb'])
+
     def test_pages_follow_markers_to_the_end(self):
         body = self.app.get('/v1/hosts?limit=2', headers=V1_1).json
         self.assertEqual(['m', 'near'], [h['name'] for h in body['hosts']])
@@ -341,7 +356,7 @@ class TestAPI(base.TestCase):
                          r.headers['OpenStack-API-Version'])
         self.assertIn('OpenStack-API-Version', r.headers['Vary'])
         for asked, answered in (('memory-pool 1.1', '1.1'),
-                                ('memory-pool latest', '1.2'),
+                                ('memory-pool latest', '1.3'),
                                 ('compute 2.90, memory-pool 1.0', '1.0')):
             r = self.app.get('/v1/hosts',
                              headers={'OpenStack-API-Version': asked})
@@ -349,12 +364,12 @@ class TestAPI(base.TestCase):
                              r.headers['OpenStack-API-Version'], asked)
         r = self.app.get('/v1/hosts', status=406,
                          headers={'OpenStack-API-Version': 'memory-pool 1.9'})
-        self.assertIn('serves 1.0 to 1.2', r.json['error']['message'])
+        self.assertIn('serves 1.0 to 1.3', r.json['error']['message'])
         for bad in ('memory-pool 1', 'memory-pool 1.01', 'memory-pool x'):
             self.app.get('/v1/hosts', status=400,
                          headers={'OpenStack-API-Version': bad})
         (v1_doc,) = self.app.get('/').json['versions']
-        self.assertEqual(('1.0', '1.2'), (v1_doc['min_version'],
+        self.assertEqual(('1.0', '1.3'), (v1_doc['min_version'],
                                           v1_doc['version']))
 
 

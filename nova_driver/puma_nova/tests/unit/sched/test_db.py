@@ -21,9 +21,9 @@ from puma_nova.tests.unit.sched import base
 class TestMigration(base.TestCase):
 
     def test_sync_reaches_head_and_is_idempotent(self):
-        self.assertEqual('0003', migration.version())
+        self.assertEqual('0004', migration.version())
         migration.upgrade()
-        self.assertEqual('0003', migration.version())
+        self.assertEqual('0004', migration.version())
 
 
 class TestHostReport(base.TestCase):

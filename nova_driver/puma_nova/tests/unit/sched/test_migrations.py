@@ -63,7 +63,7 @@ class TestModelsMatchMigrationsMariaDB(_ModelsMatchMigrations,
 
 
 class TestUpgradeKeepsHosts(testtools.TestCase):
-    """0002 and 0003 keep what hosts reported before them."""
+    """0002 to 0004 keep what hosts reported before them."""
 
     def setUp(self):
         super().setUp()
@@ -101,7 +101,7 @@ class TestUpgradeKeepsHosts(testtools.TestCase):
                 "INSERT INTO vm_stats (uuid, host, project_id, memory_mb, "
                 "rss_mb, free_mb, cache_miss_rate, refaults, lendable) "
                 "VALUES ('v', 'a', 'p', 2048, 1024, 1024, 0, 0, 1)"))
-        migration.upgrade()
+        migration.upgrade('0003')
         self.assertEqual('0003', migration.version())
         with engine.connect() as conn:
             row = conn.execute(sa.text(
@@ -109,3 +109,18 @@ class TestUpgradeKeepsHosts(testtools.TestCase):
         # Reported before it: lendable as it was, not in grace.
         self.assertEqual(('v', True, False),
                          (row[0], bool(row[1]), bool(row[2])))
+
+    def test_0004_host_cache_saved_mb(self):
+        migration.upgrade('0001')
+        engine = db_api.get_engine()
+        with engine.begin() as conn:
+            self._host_at_0001(conn)
+        migration.upgrade('0003')
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE hosts SET merged_mb = 300"))
+        migration.upgrade()
+        self.assertEqual('0004', migration.version())
+        with engine.connect() as conn:
+            row = conn.execute(sa.text(
+                'SELECT name, merged_mb, cache_saved_mb FROM hosts')).one()
+        self.assertEqual(('a', 300, 0), tuple(row))

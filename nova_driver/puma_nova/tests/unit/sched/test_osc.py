@@ -211,23 +211,25 @@ class TestOSC(base.TestCase):
         self.assertEqual([('a', 'b', 'm', 'sub', 512)],
                          [r[:5] for r in rows])
 
-    def test_host_list_shows_what_merging_saves(self):
+    def test_host_list_shows_what_merging_and_caching_save(self):
         self.flags(group='puma_api', max_limit=1)
-        # m and sub reported in setUp; m again, with KSM.
+        # m and sub reported in setUp; m again, with KSM and exclusive
+        # caching.
         db_api.host_report(self.ctxt, 'm',
-                           dict(base.stats(4608), merged_mb=700))
+                           dict(base.stats(4608), merged_mb=700,
+                                cache_saved_mb=90))
         cols, rows = self.run_cmd(host.ListHost, [])
         self.assertEqual(('Name', 'Address', 'Memory MB', 'Free MB',
-                          'Lendable MB', 'Merged MB', 'Shoot4u', 'Split',
-                          'Updated At'), cols)
-        self.assertEqual([('m', 4608, 700), ('sub', 9000, 0)],
-                         [(r[0], r[3], r[5]) for r in rows])
+                          'Lendable MB', 'Merged MB', 'Cache Saved MB',
+                          'Shoot4u', 'Split', 'Updated At'), cols)
+        self.assertEqual([('m', 4608, 700, 90), ('sub', 9000, 0, 0)],
+                         [(r[0], r[3], r[5], r[6]) for r in rows])
 
-    def test_host_list_names_an_api_older_than_1_2(self):
-        with mock.patch('puma_nova.api.microversion.MAX_VERSION', (1, 1)):
+    def test_host_list_names_an_api_older_than_1_3(self):
+        with mock.patch('puma_nova.api.microversion.MAX_VERSION', (1, 2)):
             e = self.assertRaises(exceptions.CommandError, self.run_cmd,
                                   host.ListHost, [])
-        self.assertIn('puma-api answered 406: version 1.2 of the '
+        self.assertIn('puma-api answered 406: version 1.3 of the '
                       'memory-pool API is not supported', str(e))
 
     def test_api_errors_become_command_errors(self):

@@ -344,7 +344,7 @@ class TestSchedulerRPC(base.TestCase):
             capped = rpcapi.SchedulerAPI(self.rpc.transport,
                                          version_cap='1.5')
             capped.report_host(self.ctxt, 'near', merged)
-        self.assertEqual([('1.2', True), ('1.0', False)], seen)
+        self.assertEqual([('1.3', True), ('1.0', False)], seen)
         hosts = {h['name']: h for h in db_api.host_list(self.ctxt)}
         # The 1.0 report of 'near' carried none: the scheduler took 0.
         self.assertEqual((300, 0), (hosts['m']['merged_mb'],
@@ -367,12 +367,36 @@ class TestSchedulerRPC(base.TestCase):
                                          version_cap='1.6')
             capped.report_host(self.ctxt, 'near', dict(
                 graced, vms=[dict(graced['vms'][0], uuid='h')]))
-        self.assertEqual([('1.2', '1.1', True), ('1.1', '1.0', False)],
+        self.assertEqual([('1.3', '1.1', True), ('1.1', '1.0', False)],
                          seen)
         vms = {v['uuid']: v for v in db_api.vm_list(self.ctxt)}
         # The 1.1 report of 'near' carried none: not in grace.
         self.assertEqual((True, False), (vms['g']['lending_grace'],
                                          vms['h']['lending_grace']))
+
+    def test_cache_saved_mb_crosses_at_1_8_and_a_1_2_report_below(self):
+        """Under a cap of 1.7 the report goes in its 1.2 form."""
+        seen = []
+        real = manager.SchedulerManager.report_host
+
+        def spy(endpoint, ctxt, host, stats=None, report=None):
+            seen.append((report.VERSION,
+                         report.obj_attr_is_set('cache_saved_mb')))
+            return real(endpoint, ctxt, host, stats=stats, report=report)
+        saved = dict(base.stats(4000), merged_mb=300, cache_saved_mb=90)
+        with mock.patch.object(manager.SchedulerManager, 'report_host',
+                               new=spy):
+            self.api.report_host(self.ctxt, 'm', saved)
+            capped = rpcapi.SchedulerAPI(self.rpc.transport,
+                                         version_cap='1.7')
+            capped.report_host(self.ctxt, 'near', saved)
+        self.assertEqual([('1.3', True), ('1.2', False)], seen)
+        hosts = {h['name']: h for h in db_api.host_list(self.ctxt)}
+        # The 1.2 report of 'near' carried merged_mb but no cache saving.
+        self.assertEqual((90, 0), (hosts['m']['cache_saved_mb'],
+                                   hosts['near']['cache_saved_mb']))
+        self.assertEqual((300, 300), (hosts['m']['merged_mb'],
+                                      hosts['near']['merged_mb']))
 
     def test_report_without_merged_mb_stores_nothing_merged(self):
         """A dictionary from a compute older than merged_mb (1.0)."""

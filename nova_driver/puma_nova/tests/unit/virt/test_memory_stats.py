@@ -44,6 +44,8 @@ class MemoryStatsProjectTest(test.NoDBTestCase):
         # Nova's fixtures refuse reads of /sys.
         self.saved_mb = self.useFixture(fixtures.MockPatch(
             'puma_nova.compute.ksm.saved_mb', return_value=0)).mock
+        self.cache_saved_mb = self.useFixture(fixtures.MockPatch(
+            'puma_nova.compute.host_cache.saved_mb', return_value=0)).mock
 
     @mock.patch.object(objects.InstanceList, 'get_by_filters')
     def test_each_vm_has_its_instance_project(self, get):
@@ -64,3 +66,14 @@ class MemoryStatsProjectTest(test.NoDBTestCase):
     def test_host_reports_what_page_merging_saves(self, get):
         self.saved_mb.return_value = 612
         self.assertEqual(612, self.drv.puma_memory_stats()['merged_mb'])
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters',
+                       return_value=[])
+    def test_host_reports_what_exclusive_caching_saves(self, get):
+        self.cache_saved_mb.return_value = 90
+        self.assertEqual(90, self.drv.puma_memory_stats()['cache_saved_mb'])
+        # Of the running guests' domains.
+        (domains,), _kw = self.cache_saved_mb.call_args
+        self.assertEqual(
+            [g._domain for g in self.drv._host.list_guests.return_value],
+            domains)
