@@ -26,7 +26,6 @@ import os
 
 import pytest
 
-from puma_lab import ivshmem
 from puma_lab import profile
 from puma_lab import vm
 
@@ -71,14 +70,8 @@ def test_silent_peer_is_closed_idle_pair_stays(lab, kernel, tmp_path):
     want = hashlib.sha256(blob).hexdigest()
     disk = vm.make_data_disk(lab.path('data.img'), FILE_MB + 32,
                              str(payload))
-    share = test_puma.share_with_module(lab, kernel)
-    server = ivshmem.IvshmemServer(lab).start()
-    lender = vm.Guest(lab, 'lend', kernel=kernel, mem_mb=512, share=share,
-                      ivshmem=server).start()
-    borrower = vm.Guest(lab, 'borr', kernel=kernel, mem_mb=320, vcpus=2,
-                        share=share, disks=[disk], ivshmem=server).start()
-    lender.wait_booted()
-    borrower.wait_booted()
+    lender, borrower = test_puma_shm.boot_pair(lab, kernel, disk,
+                                               lender_mb=512)
     lender.run('insmod /mnt/host/puma.ko && ' + HEARTBEAT)
     lender.run('/mnt/host/pumactl role lender && '
                '/mnt/host/pumactl shm lend %s %s' % (DEV, KEY))

@@ -55,6 +55,22 @@ def start_borrower(borrower, put_buffers=1024):
                  '/mnt/host/pumactl shm borrow %s %s' % (DEV, KEY))
 
 
+def boot_pair(lab, kernel, disk, lender_mb=768):
+    """(lender, borrower) guests on one ivshmem-server, booted, no NIC.
+
+    The borrower has DISK; puma.ko is in their share, not loaded yet.
+    """
+    share = test_puma.share_with_module(lab, kernel)
+    server = ivshmem.IvshmemServer(lab).start()
+    lender = vm.Guest(lab, 'lend', kernel=kernel, mem_mb=lender_mb,
+                      share=share, ivshmem=server).start()
+    borrower = vm.Guest(lab, 'borr', kernel=kernel, mem_mb=320, vcpus=2,
+                        share=share, disks=[disk], ivshmem=server).start()
+    lender.wait_booted()
+    borrower.wait_booted()
+    return lender, borrower
+
+
 def doorbells(g):
     """Doorbell interrupts the guest's ivshmem device received."""
     line = g.run('/mnt/host/pumactl shm').out
@@ -74,14 +90,7 @@ def test_shm_hits_and_never_stale(lab, kernel, tmp_path):
     want = hashlib.sha256(blob).hexdigest()
     disk = vm.make_data_disk(lab.path('data.img'), FILE_MB + 32,
                              str(payload))
-    share = test_puma.share_with_module(lab, kernel)
-    server = ivshmem.IvshmemServer(lab).start()
-    lender = vm.Guest(lab, 'lend', kernel=kernel, mem_mb=768, share=share,
-                      ivshmem=server).start()
-    borrower = vm.Guest(lab, 'borr', kernel=kernel, mem_mb=320, vcpus=2,
-                        share=share, disks=[disk], ivshmem=server).start()
-    lender.wait_booted()
-    borrower.wait_booted()
+    lender, borrower = boot_pair(lab, kernel, disk)
     lender.run('insmod /mnt/host/puma.ko')
     assert DEV in lender.run('/mnt/host/pumactl shm').out
     # A pair on shm needs its own key, and a lender the lender role.
