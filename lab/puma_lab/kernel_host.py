@@ -19,6 +19,7 @@ host's agent, which answers slowly while an L2 guest boots.
 
 import json
 import os
+import random
 import re
 import shlex
 import subprocess
@@ -75,6 +76,13 @@ KERNEL_DEATH = ('Kernel panic', 'BUG:', 'Oops', 'general protection',
 LOST_TIMER = ("timer wakeup didn't happen",)
 STALLS = ('detected stalls on CPUs', 'self-detected stall on CPU',
           'kthread starved for', 'soft lockup - CPU')
+# How long a probe of a kernel host's CPUs and share may take (a command
+# there takes about a second, many while an L2 guest works).
+PROBE_TIMEOUT = 45
+# The header SysRq w prints before the tasks it found blocked.
+BLOCKED_MARK = 'Show Blocked State'
+# Seconds the console is given to take SysRq w's output.
+SYSRQ_SETTLE = 2
 
 
 class MachineFault(errors.LabError):
@@ -182,7 +190,55 @@ class KernelHost(vm.Guest):
                 raise MachineFault(str(self._diagnose(
                     'its agent stopped answering after a CPU stalled '
                     '("%s"); %s' % (stall, e)))) from e
+            stuck = self.unresponsive()
+            if stuck:
+                raise MachineFault(str(self._diagnose(
+                    'its agent answers, but %s; %s' % (stuck, e)))) from e
             raise self._diagnose(str(e)) from e
+
+    def unresponsive(self):
+        """What a kernel host whose agent answers no longer runs, or None.
+
+        CI of 2026-12-07: an L2 guest's agent relay (python3 in the chroot)
+        never ended, and then each KVM selftest (in the chroot too) ran out
+        of its 180 s, while the kernel host's agent answered every poll and
+        its console said nothing (a killable wait is no hung task).  So
+        each CPU must run ``true`` (taskset), and the chroot must answer a
+        lookup on the 9p share of the host's root; on the first that does
+        not end in PROBE_TIMEOUT, the tasks blocked then go to the console
+        (SysRq w) and into the answer.
+        """
+        probes = ['taskset -c %d true' % cpu for cpu in range(self.vcpus)]
+        probes.append('chroot %s sh -c "! test -e /.puma-probe-%d"'
+                      % (SHARE, random.randrange(1 << 30)))
+        for probe in probes:
+            try:
+                vm.Guest.run(self, probe, timeout=PROBE_TIMEOUT, check=False)
+            except errors.LabError as e:
+                if 'still running after' not in str(e):
+                    return None  # its agent failed: answers() tells
+                return '"%s" did not end in %d s (%s)%s' % (
+                    probe, PROBE_TIMEOUT, e, self.blocked_tasks())
+        return None
+
+    def blocked_tasks(self):
+        """The tasks blocked now, from SysRq w on the console, as text."""
+        try:
+            vm.Guest.run(self, 'echo w > /proc/sysrq-trigger',
+                         timeout=PROBE_TIMEOUT, check=False)
+        except errors.LabError as e:
+            return '; SysRq w: %s' % e
+        time.sleep(SYSRQ_SETTLE)
+        try:
+            with open(self.console_log, errors='replace') as f:
+                text = f.read()
+        except FileNotFoundError:
+            return ''
+        at = text.rfind(BLOCKED_MARK)
+        if at < 0:
+            return '; SysRq w printed nothing'
+        return '; blocked tasks:\n' + '\n'.join(
+            text[at:].splitlines()[:80])
 
     def alive(self, grace=0):
         """Whether the kernel host's QEMU still runs (after GRACE s)."""
@@ -247,8 +303,9 @@ class KernelHost(vm.Guest):
         return (self._console_lines(('Kernel panic',)) or [None])[-1]
 
     def healthy(self):
-        """Whether the kernel host answers and lost no timer."""
-        return self.answers() and not self.lost_timer()
+        """Whether the kernel host answers, lost no timer and runs all."""
+        return (self.answers() and not self.lost_timer() and
+                not self.unresponsive())
 
     def restart(self):
         """A new kernel host in place of one that ended or went silent.
@@ -676,6 +733,10 @@ class NestedGuest:
             if not fault and self.host.stall_line():
                 fault = ('a CPU of its kernel host stalled: %s'
                          % self.host.stall_line())
+            if not fault:
+                stuck = self.host.unresponsive()
+                if stuck:
+                    fault = 'its kernel host answers, but %s' % stuck
             if fault:
                 raise MachineFault('L2 guest %s in %s: %s; %s'
                                    % (self.name, self.host.name, fault,

@@ -34,8 +34,9 @@ class Host:
 
     def __init__(self, alive=True, answers=True, lost_timer=None,
                  l2_runs=True, panic=None, stall=None, dmesg='',
-                 late_probes=0):
+                 late_probes=0, stuck=None):
         self._dmesg = dmesg
+        self._stuck = stuck
         # Probes of the L2 QEMU the agent answers too late (then in time).
         self._late_probes = late_probes
         self._alive = alive
@@ -59,6 +60,9 @@ class Host:
 
     def panic_line(self):
         return self._panic
+
+    def unresponsive(self):
+        return self._stuck
 
     def chroot(self, command, timeout=120, check=True):
         if not self.answers():
@@ -150,6 +154,7 @@ def kernel_host_ending(seconds, monkeypatch, tmp_path):
     kh = object.__new__(kernel_host.KernelHost)
     kh.name = 'kh'
     kh.console_log = str(tmp_path / 'console.log')
+    kh.vcpus = 2
     kh.proc = subprocess.Popen(['sleep', str(seconds)])
     kh._diagnose = lambda why: errors.LabError('guest kh: ' + why)
 
@@ -416,3 +421,79 @@ def test_other_double_faults_are_the_guests(tmp_path, rip, eflags):
     with pytest.raises(errors.LabError, match='died: ".*PANIC: double') as e:
         g.run('true')
     assert not isinstance(e.value, kernel_host.MachineFault)
+
+
+def test_a_relay_through_a_host_whose_share_hangs_is_a_machine_fault(
+        tmp_path):
+    g = guest(tmp_path, BOOT, stuck='"chroot /mnt/host ..." did not end')
+    with pytest.raises(kernel_host.MachineFault,
+                       match='its kernel host answers, but "chroot'):
+        g.run('cd /sys/kernel/shoot4u && grep . *')
+
+
+BLOCKED = ('[  400.000001] sysrq: Show Blocked State\n'
+           '[  400.000002] task:python3 state:D stack:0 pid:491\n'
+           '[  400.000003]  p9_client_rpc+0x1a5/0x3e0 [9pnet]\n')
+
+
+def kernel_host_probed(monkeypatch, tmp_path, hangs):
+    """A KernelHost whose commands in HANGS never end; the rest do."""
+    from puma_lab import vm
+    monkeypatch.setattr(kernel_host, 'SYSRQ_SETTLE', 0)
+    kh = object.__new__(kernel_host.KernelHost)
+    kh.name = 'kh'
+    kh.vcpus = 2
+    kh.console_log = str(tmp_path / 'console.log')
+    (tmp_path / 'console.log').write_text(BOOT)
+    kh.proc = None
+    kh.alive = lambda grace=0: True
+    kh._diagnose = lambda why: errors.LabError('guest kh: ' + why)
+    ran = []
+
+    def run(self, command, timeout, check):
+        ran.append(command)
+        if command.startswith('echo w'):
+            with open(kh.console_log, 'a') as f:
+                f.write(BLOCKED)
+        if any(command.startswith(h) for h in hangs):
+            raise errors.LabError('guest kh: command pid 9 still running '
+                                  'after %ds (0 polls unanswered)' % timeout)
+        return agent.ExecResult(0, '', '')
+    monkeypatch.setattr(vm.Guest, 'run', run)
+    return kh, ran
+
+
+def test_a_kernel_host_whose_share_hangs_is_a_machine_fault(monkeypatch,
+                                                            tmp_path):
+    """CI of 2026-12-07: chroot commands hung, the agent answered."""
+    kh, ran = kernel_host_probed(monkeypatch, tmp_path,
+                                 ('sh -c', 'chroot'))
+    with pytest.raises(kernel_host.MachineFault,
+                       match='(?s)its agent answers, but "chroot /mnt/host '
+                       '.*did not end in 45 s.*blocked tasks:.*'
+                       'p9_client_rpc') as e:
+        kh.chroot('python3 -c relay')
+    assert 'still running after 120s' in str(e.value)
+    assert [c for c in ran if c.startswith('taskset')] == [
+        'taskset -c 0 true', 'taskset -c 1 true']
+    assert not kh.healthy()
+
+
+def test_a_kernel_host_cpu_that_runs_nothing_is_a_machine_fault(
+        monkeypatch, tmp_path):
+    kh, ran = kernel_host_probed(monkeypatch, tmp_path,
+                                 ('sleep', 'taskset -c 1'))
+    with pytest.raises(kernel_host.MachineFault,
+                       match='"taskset -c 1 true" did not end'):
+        kh.run('sleep 600', timeout=60)
+    assert not any(c.startswith('chroot') for c in ran)
+
+
+def test_a_slow_command_in_a_sound_kernel_host_is_no_machine_fault(
+        monkeypatch, tmp_path):
+    kh, ran = kernel_host_probed(monkeypatch, tmp_path, ('sleep',))
+    with pytest.raises(errors.LabError, match='still running') as e:
+        kh.run('sleep 600', timeout=60)
+    assert not isinstance(e.value, kernel_host.MachineFault)
+    assert not any(c.startswith('echo w') for c in ran)
+    assert kh.healthy()
