@@ -162,17 +162,18 @@ def disk_saved_bytes(path, read_bytes):
     return max(0, would_hold - resident_bytes(path))
 
 
-def domain_saved_bytes(dom):
+def domain_saved_bytes(dom, xml=None):
     """Bytes of host page cache the exclusive-cache disks of DOM save.
 
-    DOM: a running libvirt domain. None if it has no such disk. A disk
+    DOM: a running libvirt domain; XML its live XML if the caller has
+    it (read from DOM otherwise). None if it has no such disk. A disk
     whose figures cannot be read (the image cannot be opened, the guest
     went away meanwhile) counts as 0 and is logged at debug: the figure
     is only shown.
 
     :raises: libvirt's error when the domain's XML cannot be read.
     """
-    disks = exclusive_disks(dom.XMLDesc(0))
+    disks = exclusive_disks(dom.XMLDesc(0) if xml is None else xml)
     if not disks:
         return None
     total = 0
@@ -189,11 +190,15 @@ def domain_saved_bytes(dom):
 
 
 def saved_bytes(domains):
-    """domain_saved_bytes() summed over DOMAINS; a domain gone counts 0."""
+    """domain_saved_bytes() summed over DOMAINS; a domain gone counts 0.
+
+    DOMAINS: libvirt domains, or (domain, its XML) pairs.
+    """
     total = 0
     for dom in domains:
+        dom, xml = dom if isinstance(dom, tuple) else (dom, None)
         try:
-            total += domain_saved_bytes(dom) or 0
+            total += domain_saved_bytes(dom, xml) or 0
         except Exception as e:
             LOG.debug('Puma: no disks of domain for exclusive caching: %s',
                       e)

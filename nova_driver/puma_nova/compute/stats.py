@@ -187,8 +187,20 @@ def _lending(cpu_state, entry):
     return may and cpu_state == 'quiet', may and cpu_state == 'grace'
 
 
-def guest_stats(guest, instance=None, now=None):
-    """The report_host 'vms' entry of one libvirt guest."""
+def domain_xml(guest):
+    """GUEST's live domain XML, or None if it cannot be read."""
+    try:
+        return guest._domain.XMLDesc(0)
+    except Exception:
+        return None
+
+
+def guest_stats(guest, instance=None, now=None, xml=None):
+    """The report_host 'vms' entry of one libvirt guest.
+
+    XML: the guest's domain XML (domain_xml()) if the caller read it
+    already; read here otherwise.
+    """
     now = time.monotonic() if now is None else now
     try:
         mem = guest._domain.memoryStats()
@@ -200,10 +212,8 @@ def guest_stats(guest, instance=None, now=None):
         max_kib = info[1]
     except Exception:
         info, max_kib = None, 0
-    try:
-        xml = guest._domain.XMLDesc(0)
-    except Exception:
-        xml = None
+    if xml is None:
+        xml = domain_xml(guest)
     actual = mem.get('actual', max_kib)
     entry = {
         'uuid': guest.uuid,

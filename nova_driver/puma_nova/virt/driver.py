@@ -302,7 +302,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 self._puma_memory_servers.served_mb()))
         guests = self._host.list_guests(only_running=True)
         instances = self._puma_instances_by_uuid([g.uuid for g in guests])
-        vms = [stats.guest_stats(g, instances.get(g.uuid)) for g in guests]
+        # Each guest's XML is read once, for its entry and the savings.
+        xmls = [stats.domain_xml(g) for g in guests]
+        vms = [stats.guest_stats(g, instances.get(g.uuid), xml=xml)
+               for g, xml in zip(guests, xmls)]
         stats.retain(vm['uuid'] for vm in vms)
         return {
             'memory_mb': total,
@@ -310,7 +313,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             'lendable_mb': lendable,
             'merged_mb': ksm.saved_mb(),
             'cache_saved_mb': host_cache.saved_mb(
-                [g._domain for g in guests]),
+                [(g._domain, xml) for g, xml in zip(guests, xmls)
+                 if xml is not None]),
             'address': CONF.puma.memory_server_address or CONF.my_ip,
             'shoot4u': bool(self._puma_shoot4u),
             'split': bool(CONF.puma.split_allowed),

@@ -144,6 +144,12 @@ class HostCacheTest(testtools.TestCase):
                 FakeDomain([_disk('vdb', other, exclusive=False)], {})))
             self.assertRaises(RuntimeError, host_cache.domain_saved_bytes,
                               doms[2])
+            # The XML a caller read already is used, not read again.
+            xml = doms[1].XMLDesc(0)
+            doms[1].error = RuntimeError('XML read twice')
+            self.assertEqual(MIB, host_cache.domain_saved_bytes(doms[1],
+                                                                xml))
+            self.assertEqual(MIB, host_cache.saved_bytes([(doms[1], xml)]))
 
     def test_unmeasurable_image_counts_nothing(self):
         # mincore would tell this process only about its own mappings.

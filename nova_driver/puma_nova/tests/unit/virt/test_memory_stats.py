@@ -72,8 +72,20 @@ class MemoryStatsProjectTest(test.NoDBTestCase):
     def test_host_reports_what_exclusive_caching_saves(self, get):
         self.cache_saved_mb.return_value = 90
         self.assertEqual(90, self.drv.puma_memory_stats()['cache_saved_mb'])
-        # Of the running guests' domains.
+        # Of the running guests' domains, with the XML their entries
+        # were made from: each guest's XML is read once a report.
         (domains,), _kw = self.cache_saved_mb.call_args
-        self.assertEqual(
-            [g._domain for g in self.drv._host.list_guests.return_value],
-            domains)
+        guests = self.drv._host.list_guests.return_value
+        self.assertEqual([(g._domain, '<domain/>') for g in guests],
+                         domains)
+        for g in guests:
+            g._domain.XMLDesc.assert_called_once_with(0)
+
+    @mock.patch.object(objects.InstanceList, 'get_by_filters',
+                       return_value=[])
+    def test_a_guest_whose_xml_cannot_be_read_saves_nothing(self, get):
+        guests = self.drv._host.list_guests.return_value
+        guests[0]._domain.XMLDesc.side_effect = Exception('domain gone')
+        self.assertEqual(2, len(self.drv.puma_memory_stats()['vms']))
+        (domains,), _kw = self.cache_saved_mb.call_args
+        self.assertEqual([(guests[1]._domain, '<domain/>')], domains)
