@@ -30,10 +30,12 @@ class Machine:
             raise kernel_host.MachineFault('lost in ready %d'
                                            % self.readies)
 
-    def pair(self, pv, base):
+    def pair(self, base):
         self.pairs += 1
         if self.pairs in self.pair_faults:
             raise kernel_host.MachineFault('lost in pair %d' % self.pairs)
+        if base == 'hvflush':
+            return figures(40.0), None
         return figures(100.0), figures(10.0)
 
     def stop(self):
@@ -55,7 +57,7 @@ def machine(monkeypatch):
     return make
 
 
-ARGS = argparse.Namespace(rounds=2)
+ARGS = argparse.Namespace(rounds=2, kvm_modes=['ipi', 'pvflush'])
 
 
 def test_fault_while_making_the_machine_ready_is_retried(machine):
@@ -106,3 +108,34 @@ def test_an_error_in_a_sound_kernel_host_is_no_machine_fault():
     with pytest.raises(errors.LabError) as e:
         m.ready()
     assert not isinstance(e.value, kernel_host.MachineFault)
+
+
+def test_hyper_v_rounds_compare_with_shoot4u_of_the_ipi_rounds(machine):
+    m = machine(pair_faults=(5,))
+    out = shoot4u.run_kvm(argparse.Namespace(
+        rounds=2, kvm_modes=['ipi', 'pvflush', 'hvflush']))
+    assert m.pairs == 7
+    assert out['kvm_hvflush_p50_us'] == 40.0
+    assert 'kvm_s4u-hvflush_p50_us' not in out
+    # Against Shoot4U's 10.0 of the ipi rounds.
+    assert out['kvm_p50_x_hvflush'] == 4.0
+    assert out['kvm_p99_x_hvflush'] == 4.0
+    assert out['kvm_runtime_x_hvflush'] == 4.0
+    assert out['kvm_p50_x_ipi'] == 10.0
+
+
+def test_a_guest_without_hyper_v_flush_gives_no_hvflush_figures():
+    shoot4u.check_hv_flush('[ 0.1] Hypervisor detected: Microsoft Hyper-V\n'
+                           '[ 0.2] Hyper-V: Using hypercall for remote TLB '
+                           'flush\n')
+    with pytest.raises(errors.LabError,
+                       match='does not use Hyper-V.*Hypervisor detected: '
+                       'KVM'):
+        shoot4u.check_hv_flush('[ 0.1] Hypervisor detected: KVM\n')
+
+
+def test_kvm_modes_are_checked():
+    with pytest.raises(SystemExit):
+        shoot4u.run(['--host', 'kvm', '--kvm-modes', 'pvflush,hvflush'])
+    with pytest.raises(SystemExit):
+        shoot4u.run(['--kvm-modes', 'ipi,nope'])
