@@ -55,10 +55,10 @@ def _elapsed(out, what):
 
 def _parallel(guests, script, timeout):
     """SCRIPT in every guest at once; their outputs."""
-    pids = [g.agent.spawn(script) for g in guests]
+    pids = [g.spawn(script) for g in guests]
     outs = []
     for g, pid in zip(guests, pids):
-        res = g.agent.wait(pid, timeout=timeout)
+        res = g.wait(pid, timeout=timeout)
         if res.rc != 0:
             raise AssertionError('%s: rc %d: %s %s'
                                  % (g.name, res.rc, res.out, res.err))

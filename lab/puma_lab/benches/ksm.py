@@ -201,13 +201,17 @@ def run(argv):
         if subprocess.run([setup, 'khost']).returncode:
             raise errors.LabError('lab/setup khost failed')
     faults = []
+    # What completed is kept across machine faults: a new try measures
+    # only what is left.
+    results, dynamic, caching = {}, {}, {}
     for attempt in range(1 + args.retries):
         try:
-            results, dynamic, caching = _run_once(args, names)
+            _run_once(args, names, results, dynamic, caching)
             break
         except kernel_host.MachineFault as e:
             # Nested SVM under TCG loses a machine now and then
-            # (docs/lab.md, "Kernel hosts"): start again from nothing.
+            # (docs/lab.md, "Kernel hosts"): start again on a new one,
+            # from the half (the mode) the fault interrupted.
             faults.append(str(e).splitlines()[0][:300])
             print('machine fault %d: %s' % (len(faults), faults[-1]),
                   file=sys.stderr)
@@ -221,8 +225,8 @@ def run(argv):
     return fig
 
 
-def _run_once(args, names):
-    results, dynamic, caching = {}, {}, {}
+def _run_once(args, names, results, dynamic, caching):
+    """What RESULTS, DYNAMIC and CACHING lack, measured into them."""
     with lab_mod.Lab('bench-ksm') as lab:
         disks = []
         if args.modes:
@@ -235,10 +239,12 @@ def _run_once(args, names):
             kernel=args.host_kernel, disks=disks)
         kh.start().wait_booted()
         kh.load_kvm()
-        if names and args.phase in ('static', 'both'):
-            results = _merging(args, names, kh)
+        if names and args.phase in ('static', 'both') and not results:
+            results.update(_merging(args, names, kh))
         if names and args.phase in ('dynamic', 'both'):
             for n in names:
+                if n in dynamic:
+                    continue
                 dynamic[n] = ksm_dynamic.measure(
                     kh, n, ksm_knobs.setting_knobs(SETTINGS[n],
                                                    args.pages_to_scan),
@@ -248,11 +254,12 @@ def _run_once(args, names):
         if args.modes:
             host_cache.mount_data(kh)
             for m in args.modes:
+                if m in caching:
+                    continue
                 caching[m] = host_cache_workload.measure(
                     kh, m, args.guests, args.kernel, args.mem,
                     args.cache_files, args.cache_file_mb, args.cache_rounds,
                     lambda line: print(line, file=sys.stderr))
-    return results, dynamic, caching
 
 
 def _merging(args, names, kh):

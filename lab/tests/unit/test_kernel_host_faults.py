@@ -497,3 +497,37 @@ def test_a_slow_command_in_a_sound_kernel_host_is_no_machine_fault(
     assert not isinstance(e.value, kernel_host.MachineFault)
     assert not any(c.startswith('echo w') for c in ran)
     assert kh.healthy()
+
+
+class ForgetfulAgent(agent.GuestAgent):
+    """An agent that started anew: it knows no pid it was asked for."""
+
+    def __init__(self):
+        super().__init__(None, 'l2')
+
+    def spawn(self, command):
+        return 7
+
+    def wait(self, pid, timeout):
+        raise errors.LabError("guest l2: agent guest-exec-status: Invalid "
+                              "parameter 'pid'")
+
+
+def test_a_spawned_command_of_a_guest_that_reset_is_a_machine_fault(
+        tmp_path):
+    """lab/bench ksm's caching half, 2026-12-07: a plain error before."""
+    g = guest(tmp_path, BOOT + BOOT)
+    g.agent = ForgetfulAgent()
+    pid = g.spawn('cat /mnt/data/f*')
+    with pytest.raises(kernel_host.MachineFault,
+                       match="silent reset|started booting again|Linux "
+                       "version|Invalid parameter 'pid'"):
+        g.wait(pid, 60)
+
+
+def test_a_spawned_command_of_a_sound_guest_fails_as_itself(tmp_path):
+    g = guest(tmp_path, BOOT)
+    g.agent = ForgetfulAgent()
+    with pytest.raises(errors.LabError, match="Invalid parameter") as e:
+        g.wait(g.spawn('true'), 60)
+    assert not isinstance(e.value, kernel_host.MachineFault)
