@@ -38,9 +38,10 @@ MEASURE = host_cache.FIND_DEVICE + (
     't1=$(date +%%s.%%N); '
     'sha256sum -c --quiet /root/data.sha; '
     'echo "read $t0 $t1"')
+# Not a %-template as the two above: its % signs are the shell's.
 REREAD = (
     'set -e; cd /mnt/data; sync; echo 3 > /proc/sys/vm/drop_caches; '
-    't0=$(date +%%s.%%N); cat f* > /dev/null; t1=$(date +%%s.%%N); '
+    't0=$(date +%s.%N); cat f* > /dev/null; t1=$(date +%s.%N); '
     'sha256sum -c --quiet /root/data.sha; echo "reread $t0 $t1"; '
     'cd /; umount /mnt/data')
 TIMES = re.compile(r'^(read|reread) ([0-9.]+) ([0-9.]+)$', re.M)
