@@ -276,7 +276,7 @@ def run_kvm(args):
     the module's docstring).  Machine faults are counted
     (``kvm_machine_faults``) and their rounds run again.
     """
-    modes = getattr(args, 'kvm_modes', ('ipi', 'pvflush'))
+    modes = args.kvm_modes
     res = {}
     for base in modes:
         res[base] = []

@@ -118,7 +118,7 @@ def test_guest_reads_leave_only_the_shared_disk_in_the_host_cache(lab):
         # exclusive disk's reads, less what the host still holds of it.
         dom = virsh_conn.VirshDomain(a, 'excl')
         assert dom.blockStats('vdc')[1] >= len(data)
-        saved = host_cache.saved_bytes([dom])
+        saved = host_cache.saved_bytes([(dom, None)])
         print('exclusive caching saves %d KiB' % (saved // 1024))
         assert 0.9 * len(data) <= saved <= len(data), saved
 

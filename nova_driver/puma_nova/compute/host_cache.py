@@ -192,11 +192,10 @@ def domain_saved_bytes(dom, xml=None):
 def saved_bytes(domains):
     """domain_saved_bytes() summed over DOMAINS; a domain gone counts 0.
 
-    DOMAINS: libvirt domains, or (domain, its XML) pairs.
+    DOMAINS: (libvirt domain, its XML or None) pairs.
     """
     total = 0
-    for dom in domains:
-        dom, xml = dom if isinstance(dom, tuple) else (dom, None)
+    for dom, xml in domains:
         try:
             total += domain_saved_bytes(dom, xml) or 0
         except Exception as e:

@@ -136,8 +136,9 @@ class HostCacheTest(testtools.TestCase):
                                {'vda': MIB})]
             # 3 MiB read less 1 MiB cached; 1 MiB (the whole image); the
             # domain that went away and the missing image count nothing.
-            self.assertEqual(3 * MIB, host_cache.saved_bytes(doms))
-            self.assertEqual(3, host_cache.saved_mb(doms))
+            pairs = [(d, None) for d in doms]
+            self.assertEqual(3 * MIB, host_cache.saved_bytes(pairs))
+            self.assertEqual(3, host_cache.saved_mb(pairs))
             # Per domain: None without an exclusive-cache disk.
             self.assertEqual(2 * MIB, host_cache.domain_saved_bytes(doms[0]))
             self.assertIsNone(host_cache.domain_saved_bytes(
@@ -157,4 +158,5 @@ class HostCacheTest(testtools.TestCase):
                                return_value=False):
             self.assertIsNone(host_cache.disk_saved_bytes(self.image, MIB))
             self.assertEqual(0, host_cache.saved_bytes(
-                [FakeDomain([_disk('vda', self.image)], {'vda': MIB})]))
+                [(FakeDomain([_disk('vda', self.image)], {'vda': MIB}),
+                  None)]))
