@@ -32,10 +32,8 @@ if is_service_enabled puma-scheduler puma-api n-cpu; then
             init_puma
         fi
     elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
-        if is_service_enabled puma-scheduler puma-api; then
-            echo_summary "Starting Puma"
-            start_puma
-        fi
+        echo_summary "Starting Puma"
+        start_puma
     fi
 
     if [[ "$1" == "unstack" ]]; then

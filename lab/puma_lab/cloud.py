@@ -11,9 +11,10 @@ Keystone (fernet tokens), Placement, Glance (file store), Nova's API,
 conductor and scheduler, Neutron's API server with ML2 and OVN (its
 databases and ovn-northd here, Open vSwitch and ovn-controller on each
 compute host: :mod:`puma_lab.ovn`); each WSGI service runs under uWSGI.
-On every compute host it starts nova-compute with the Puma driver
-(``puma-nova-compute``, the Nova environment of ``lab/setup nova``)
-against that host's libvirtd, and puma-exporter,
+On every compute host it starts puma-compute-agent (Puma's service of
+the host) and nova-compute with the Puma driver (``puma-nova-compute``),
+both from the Nova environment of ``lab/setup nova``, against that host's
+libvirtd, and puma-exporter,
 which Prometheus on the control host scrapes
 (:mod:`puma_lab.cloud_monitoring`). It writes ``clouds.yaml`` (clouds
 ``lab-admin`` and ``lab-demo``) in the cloud's run directory.
@@ -735,8 +736,11 @@ class Cloud:
                       LENDING_SWITCH, 'up', ns=lab.ns)
 
     def compute(self, h):
-        """nova-compute with the Puma driver on host H (Nova environment)."""
-        self.step('nova-compute on %s' % h.name)
+        """puma-compute-agent, and nova-compute with the Puma driver, on H.
+
+        Both in the Nova environment.
+        """
+        self.step('puma-compute-agent and nova-compute on %s' % h.name)
         d = self.path('host-%s' % h.name, 'nova')
         conf = os.path.join(d, 'nova-cpu.conf')
         sections = self.nova_conf(
@@ -781,14 +785,21 @@ class Cloud:
             sections[section] = {'helper_command': helper}
         write_ini(conf, sections)
         py = os.path.join(nova_compute.nova_env(), 'venv', 'bin', 'python')
-        self.spawn('nova-compute-%s' % h.name,
-                   ['nsenter', '-t', str(h.proc.pid), '-m', '--', py, '-m',
-                    'puma_nova.cmd.compute', '--config-file', conf],
-                   ns=h.ns, env=dict(NOVA_ENV, PYTHONPATH=os.path.join(
-                       paths.TOP, 'nova_driver'), PATH='%s:%s' % (
-                       # qemu-img of the patched QEMU (image handling).
-                       os.path.dirname(paths.qemu_img()),
-                       os.environ.get('PATH', '/usr/bin:/bin'))))
+        env = dict(NOVA_ENV, PYTHONPATH=os.path.join(
+            paths.TOP, 'nova_driver'), PATH='%s:%s' % (
+            # qemu-img of the patched QEMU (image handling).
+            os.path.dirname(paths.qemu_img()),
+            os.environ.get('PATH', '/usr/bin:/bin')))
+        # Puma's service of the host (memory servers, statistics, lending
+        # pairs, topic puma-compute) first, then nova-compute, both with
+        # the same nova.conf, in libvirtd's mount namespace (instances
+        # path, modelled /proc/meminfo).
+        for name, module in (('puma-compute-agent', 'compute_agent'),
+                             ('nova-compute', 'compute')):
+            self.spawn('%s-%s' % (name, h.name),
+                       ['nsenter', '-t', str(h.proc.pid), '-m', '--', py,
+                        '-m', 'puma_nova.cmd.' + module, '--config-file',
+                        conf], ns=h.ns, env=env)
 
     def model_free_memory(self, host, free_mb=None):
         """Make HOST's nova-compute see FREE_MB free (None: the truth).

@@ -3,18 +3,20 @@
 
 Run by :mod:`puma_lab.nova_compute` with the Nova environment's Python
 (``lab/setup nova``) inside the host's network namespace, like one
-nova-compute per host: it builds a real
+nova-compute and puma-compute-agent per host: it builds a real
 ``puma_nova.virt.driver.PumaLibvirtDriver`` whose libvirt connection is the
-host's patched libvirtd, and runs the driver's own methods on request.
+host's patched libvirtd, and the host's real
+``puma_nova.compute.agent.ComputeAgent`` on the same connection, and runs
+their own methods on request.
 
 What is not Nova's real deployment: there is no database, API,
-conductor or message broker (the driver's own RPC server runs on
-oslo.messaging's in-process ``fake:/`` transport). The driver's two RPC
-clients (the puma-compute API of
-the other hosts and the Puma scheduler's) are replaced by relays that
+conductor or message broker, and both run in one process. The RPC
+clients (the driver's puma-compute API of the other hosts, the driver's
+and the agent's Puma scheduler API) are replaced by relays that
 send each call to the test (a JSON line on stdout) and wait for its
 answer (a JSON line on stdin); the test hands compute calls to the agent
-of the target host, whose real ``PumaComputeEndpoint`` serves them, and
+of the target host, whose real ``PumaComputeEndpoint`` (in front of its
+agent) serves them, and
 scheduler calls to a stand-in of the scheduler's ledger. Instances and
 migrate data are Nova objects built here from what the test sends.
 
@@ -37,9 +39,11 @@ import nova.conf  # noqa: E402
 from nova import config  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova import objects  # noqa: E402
+from nova import rpc as nova_rpc  # noqa: E402
 from nova.virt import fake as fake_virt  # noqa: E402
 from oslo_log import log as logging  # noqa: E402
 
+from puma_nova.compute import agent as compute_agent  # noqa: E402
 from puma_nova.compute import manager  # noqa: E402
 from puma_nova.virt import driver as puma_driver  # noqa: E402
 
@@ -180,16 +184,16 @@ class Agent(object):
         drv._puma_scheduler_api = SchedulerClient(relay)
         if libvirtd:
             # The driver's own init_host against the host's libvirtd:
-            # Nova's checks and migration flags, Puma's memory servers,
-            # Shoot4U probe and RPC server (on the fake transport: the
-            # calls of the other hosts come through the relay).
+            # Nova's checks and migration flags, Puma's probes.
             drv.init_host(host)
-        else:
-            # A sub host without libvirtd: only what init_host sets up
-            # for the memory servers, and their checks.
-            drv.puma_init_memory_servers(host)
-            drv.puma_supervise_memory_servers()
-        self.endpoint = manager.PumaComputeEndpoint(drv)
+        # The host's agent (on a sub host without libvirtd: its memory
+        # servers and their checks); the calls of the other hosts come
+        # through the relay to its endpoint.
+        self.agent = compute_agent.ComputeAgent(
+            host, drv._host if libvirtd else None, nova_rpc.TRANSPORT)
+        self.agent._scheduler = SchedulerClient(relay)
+        self.agent.start()
+        self.endpoint = manager.PumaComputeEndpoint(self.agent)
         self.instances = {}
         self.migrate_data = {}
 
@@ -253,10 +257,10 @@ class Agent(object):
         self.driver.destroy(self.ctxt, inst, [], destroy_disks=False)
 
     def op_memory_servers(self):
-        return self.driver._puma_memory_servers.list()
+        return self.agent.memory_servers.list()
 
     def op_split_plan(self, instance_uuid):
-        return self.driver.puma_split_plan(instance_uuid)
+        return self.driver._puma_plans.get(instance_uuid)
 
 
 def configure(config_file):

@@ -53,6 +53,9 @@ def test_services_catalog_and_computes(cloud):
     assert sorted(services) == sorted(want), services
     assert all(s['State'] == 'up' and s['Status'] == 'enabled'
                for s in services.values()), services
+    # Puma's service of each compute host runs beside nova-compute.
+    assert [h for h in cloud_mod.COMPUTES
+            if cloud.pid('puma-compute-agent-%s' % h) is None] == []
     hypervisors = {h['Hypervisor Hostname']: h
                    for h in cc.osc(cloud, 'hypervisor', 'list')}
     assert sorted(hypervisors) == sorted(cloud_mod.COMPUTES)

@@ -17,8 +17,11 @@ memory server or in placement:
   completes (the server split on b) or, if a service's call failed
   while the broker was away, fails with the server intact on a;
 - nova-compute restarted on the destination while the migration runs:
-  the destination's driver loses the plan it kept in memory and must
-  still record the split that runs there.
+  the plan the destination's driver kept (a file its agent shares)
+  survives, and the split that runs there is recorded;
+- puma-compute-agent restarted on the sub host while a server runs
+  split: its memory server runs on (the guest pages from it meanwhile),
+  the new agent takes it over, and the server's delete stops it.
 """
 
 import datetime
@@ -173,3 +176,40 @@ def test_split_migration_across_a_destination_compute_restart(
     cc.released(cloud, uuid)
     assert cloud.pid('nova-compute-b') is not None
     assert [h for h in cloud_mod.COMPUTES if cc.domains(cloud, h)] == []
+
+
+def test_split_server_across_a_sub_host_agent_restart(cloud, small_b):
+    """puma-compute-agent on c restarts while a server runs split on b."""
+    uuid, name, rounds = cc.split_server(cloud, 'vm10')
+    try:
+        cc.migrate(cloud, uuid, small_b)
+        rounds = split_on_b(cloud, uuid, name, rounds)
+        pid = cc.memory_server_pid(uuid)
+        assert pid is not None
+        how = cloud.stop('puma-compute-agent-c')
+        print('puma-compute-agent on c %s' % how)
+        # The guest goes on paging from c's memory server without its
+        # agent.
+        rounds = cc.verified(cloud, uuid, after=rounds)
+        assert cc.memory_server_pid(uuid) == pid
+        log = cloud.path('log', 'puma-compute-agent-c.log')
+
+        def serving():
+            with open(log, errors='replace') as f:
+                return f.read().count(
+                    'puma-compute-agent serving puma-compute for c')
+        assert serving() == 1
+        cloud.start('puma-compute-agent-c')
+        cc.wait_for("c's new agent to serve", lambda: serving() == 2,
+                    cc.SERVER_TIMEOUT)
+        split_on_b(cloud, uuid, name, rounds)
+        # Its first check found the server alive: not started anew.
+        assert cc.memory_server_pid(uuid) == pid
+    finally:
+        cc.discard(cloud, uuid)
+    # The delete reached c's new agent: it stopped the server it took
+    # over.
+    cc.released(cloud, uuid)
+    assert cc.wait_for('the memory server to exit', lambda:
+                       cc.memory_server_pid(uuid) is None or None, 60)
+    assert cloud.pid('puma-compute-agent-c') is not None

@@ -36,16 +36,19 @@ database_connection_url() { echo "mysql+pymysql://root@ctl/$1"; }
 echo_summary() { :; }
 warn() { log warn; }
 die() { log die "$@"; exit 1; }
+# devstack's run_process starts only enabled services.
+run_process() { is_service_enabled "$1" && log run_process "$@"; }
 for f in setup_develop iniset configure_keystone_authtoken_middleware \
          create_service_user get_or_create_service get_or_create_endpoint \
-         recreate_database run_process stop_process wait_for_service sudo; do
+         recreate_database stop_process wait_for_service sudo; do
     eval "$f() { log $f \"\$@\"; }"
 done
 '''
 
+# As devstack/settings leaves them (it enables puma-compute-agent).
 CONTROLLER = ('keystone mysql rabbit n-api n-cpu puma-scheduler puma-api '
-              'horizon')
-COMPUTE = 'n-cpu placement-client'
+              'puma-compute-agent horizon')
+COMPUTE = 'n-cpu placement-client puma-compute-agent'
 OTHER = 'keystone mysql rabbit n-api'
 
 
@@ -94,14 +97,15 @@ def run_phase(tmp_path, services, *phase):
     (CONTROLLER, ('stack', 'install'),
      ['setup_develop compute,controller,client']),
     (CONTROLLER, ('stack', 'extra'),
-     ['run_process puma-scheduler', 'run_process puma-api',
-      'wait_for_service']),
-    (CONTROLLER, ('unstack',), ['stop_process', 'stop_process']),
-    # A compute-only node: the driver, Nova's options, nothing else.
+     ['run_process puma-compute-agent', 'run_process puma-scheduler',
+      'run_process puma-api', 'wait_for_service']),
+    (CONTROLLER, ('unstack',), ['stop_process'] * 3),
+    # A compute-only node: the driver, Nova's options and the agent
+    # (run_process starts only the enabled ones).
     (COMPUTE, ('stack', 'install'), ['setup_develop compute']),
     (COMPUTE, ('stack', 'post-config'),
      ['iniset nova.conf', 'iniset nova.conf']),
-    (COMPUTE, ('stack', 'extra'), []),
+    (COMPUTE, ('stack', 'extra'), ['run_process puma-compute-agent']),
     # A node with none of the three: the plugin does nothing.
     (OTHER, ('stack', 'install'), []),
     (OTHER, ('stack', 'post-config'), []),
@@ -119,6 +123,16 @@ def test_controller_post_config(tmp_path):
     assert calls[-5:] == ['create_service_user', 'get_or_create_service',
                           'get_or_create_endpoint', 'recreate_database',
                           'puma-manage'], calls
+
+
+def test_compute_agent_runs_on_nova_compute_s_configuration(tmp_path):
+    calls = run_phase(tmp_path, COMPUTE, 'stack', 'extra')
+    log = (tmp_path / 'calls').read_text().splitlines()
+    agent = [line for line in log
+             if line.startswith('run_process puma-compute-agent ')]
+    assert len(agent) == 1, calls
+    assert agent[0].endswith('/puma-compute-agent --config-file %s'
+                             % (tmp_path / 'nova.conf')), agent
 
 
 def test_api_only_node_does_not_recreate_the_database(tmp_path):

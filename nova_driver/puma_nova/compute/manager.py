@@ -10,10 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The Puma RPC endpoint served inside nova-compute.
+"""The Puma RPC endpoint of a compute host.
 
-Served by the Puma compute driver from ``init_host`` on Nova's transport,
-topic ``puma-compute``, server = this host; stopped in ``cleanup_host``.
+Served by puma-compute-agent (cmd.compute_agent) on Nova's transport,
+topic ``puma-compute``, server = this host, in front of its
+compute.agent.ComputeAgent.
 """
 
 from oslo_log import log as logging
@@ -31,8 +32,8 @@ class PumaComputeEndpoint(object):
 
     target = messaging.Target(version='1.2')
 
-    def __init__(self, driver):
-        self._driver = driver
+    def __init__(self, agent):
+        self._agent = agent
 
     # Refusals the caller gets as a RemoteError naming them; not logged
     # with a traceback by oslo.messaging.
@@ -41,8 +42,8 @@ class PumaComputeEndpoint(object):
     def start_memory_server(self, ctxt, instance_uuid, size_mb,
                             clients=None):
         try:
-            uri = self._driver.puma_start_memory_server(instance_uuid,
-                                                        size_mb, clients)
+            uri = self._agent.start_memory_server(instance_uuid, size_mb,
+                                                  clients)
         except memory_server.MemoryServerError as e:
             LOG.error('Memory server for %s not started: %s',
                       instance_uuid, e)
@@ -50,7 +51,7 @@ class PumaComputeEndpoint(object):
         return {'uri': uri}
 
     def stop_memory_server(self, ctxt, instance_uuid):
-        self._driver.puma_stop_memory_server(instance_uuid)
+        self._agent.stop_memory_server(instance_uuid)
 
     @messaging.expected_exceptions(lending.InvalidPairs)
     def apply_pairs(self, ctxt, pairs):
@@ -59,13 +60,13 @@ class PumaComputeEndpoint(object):
             pairs = [p.to_dict()
                      if isinstance(p, lending_pair.PumaLendingPair) else p
                      for p in pairs]
-        self._driver.puma_apply_pairs(pairs)
+        self._agent.apply_pairs(pairs)
 
     def get_memory_stats(self, ctxt):
-        return self._driver.puma_memory_stats()
+        return self._agent.memory_stats()
 
     def get_split_plan(self, ctxt, instance_uuid, migration_uuid=None):
-        return self._driver.puma_split_plan(instance_uuid, migration_uuid)
+        return self._agent.split_plan(instance_uuid, migration_uuid)
 
     def drop_split_plan(self, ctxt, instance_uuid):
-        self._driver.puma_drop_split_plan(instance_uuid)
+        self._agent.drop_split_plan(instance_uuid)

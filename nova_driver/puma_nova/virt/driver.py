@@ -22,12 +22,14 @@ docs/nova.md). On top of the libvirt driver it
   to ``migrateToURI3`` on the source;
 * applies the lending ledger to this host's MEMORY_MB inventory;
 * turns on Shoot4U for flavors with ``puma:shoot4u=true``, and exclusive
-  host/guest caching of the disks for ``puma:exclusive_cache=true``;
-* serves the ``puma-compute`` RPC endpoint and reports memory statistics.
+  host/guest caching of the disks for ``puma:exclusive_cache=true``.
+
+Everything else Puma does on a compute host (memory servers, statistics,
+lending pairs, the ``puma-compute`` RPC endpoint) is
+puma-compute-agent's, a service of its own (compute.agent).
 """
 
 import contextlib
-import os
 import threading
 import traceback
 
@@ -45,16 +47,9 @@ from oslo_log import log as logging
 import oslo_messaging as messaging
 from oslo_utils import excutils
 
-from puma_nova.compute import guest_pairs
-from puma_nova.compute import host_cache
-from puma_nova.compute import ksm
-from puma_nova.compute import lending
-from puma_nova.compute import manager
-from puma_nova.compute import memory_server
 from puma_nova.compute import rpcapi as compute_rpcapi
-from puma_nova.compute import stats
+from puma_nova.compute import split_plans
 from puma_nova.conf import compute as puma_conf
-from puma_nova import rpc
 from puma_nova.scheduler import rpcapi as scheduler_rpcapi
 from puma_nova.virt import exclusive_cache
 from puma_nova.virt import ledger
@@ -87,74 +82,32 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         self._puma_ledger = ledger.LedgerCache(
             self._puma_fetch_ledger, CONF.puma.ledger_cache_seconds)
         self._puma_reserved = ledger.ReservedKeeper()
-        # Split plans this host made as a destination, by instance uuid.
-        self._puma_plans = {}
-        self._puma_plans_lock = threading.Lock()
+        # Split plans this host made as a destination (a file shared with
+        # puma-compute-agent, which serves them to the sources).
+        self._puma_plans = split_plans.SplitPlans(
+            split_plans.path(CONF.instances_path), CONF.host)
+        self._puma_lock = threading.Lock()
         # As a source: split plans fetched before the migration starts,
         # by instance uuid, and whether this thread monitors a split.
         self._puma_source_plans = {}
         # Instances whose migration an operator aborted (uuids).
         self._puma_aborted = set()
         self._puma_local = threading.local()
-        self._puma_memory_servers = None
-        self._puma_lending = None
-        self._puma_guest_pairs = None
-        self._puma_guest_teller = None
-        self._puma_rpc_server = None
-        self._puma_stop = threading.Event()
-        self._puma_reporter = None
-        self._puma_supervisor = None
         self._puma_shoot4u = False
         self._puma_exclusive_cache = False
 
     # Life cycle -----------------------------------------------------
-
-    def puma_init_memory_servers(self, host):
-        """Set up what serves this host's memory servers (init_host)."""
-        self._puma_host = host
-        self._puma_memory_servers = memory_server.MemoryServers(
-            os.path.join(CONF.instances_path, 'puma'),
-            CONF.puma.memory_server_binary,
-            CONF.puma.memory_server_address or CONF.my_ip,
-            CONF.puma.memory_server_port_min,
-            CONF.puma.memory_server_port_max,
-            tls_x509_dir=(CONF.puma.memory_server_tls_x509_dir
-                          if CONF.libvirt.live_migration_with_native_tls
-                          else None),
-            client_dn=CONF.puma.memory_server_client_dn or None,
-            watchdog_timeout=(CONF.puma.memory_server_watchdog_timeout
-                              if CONF.puma.memory_server_check_interval
-                              else 0))
-
-    def puma_supervise_memory_servers(self):
-        """Check this host's memory servers now and periodically."""
-        if not CONF.puma.memory_server_check_interval:
-            return
-        self._puma_stop.clear()
-        self._puma_supervisor = threading.Thread(
-            target=self._puma_supervise_loop, name='puma-memory-servers',
-            daemon=True)
-        self._puma_supervisor.start()
-
-    def _puma_supervise_loop(self):
-        interval = CONF.puma.memory_server_check_interval
-        while True:
-            try:
-                self._puma_memory_servers.check()
-            except Exception:
-                LOG.exception('Puma: checking the memory servers failed')
-            if self._puma_stop.wait(interval):
-                return
+    #
+    # The compute side of Puma (memory servers, statistics, lending
+    # pairs, the puma-compute endpoint) is puma-compute-agent's
+    # (compute.agent); the driver only probes what it needs to build
+    # guests and hooks Nova's migration flow.
 
     def init_host(self, host):
         super().init_host(host)
-        self.puma_init_memory_servers(host)
-        self._puma_lending = lending.LendingChannel(
-            CONF.puma.lending_bridge, CONF.puma.lending_table,
-            enabled=CONF.puma.lending_channel_enabled)
-        self._puma_guest_pairs = guest_pairs.GuestPairs(
-            self._puma_domain_by_uuid, CONF.puma.lending_port,
-            CONF.puma.guest_agent_timeout)
+        self._puma_host = host
+        self._puma_plans = split_plans.SplitPlans(
+            split_plans.path(CONF.instances_path), host)
         self._puma_shoot4u = (
             CONF.puma.shoot4u_allowed and
             CONF.libvirt.virt_type in ('qemu', 'kvm') and
@@ -164,73 +117,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             CONF.libvirt.virt_type in ('qemu', 'kvm') and
             exclusive_cache.probe(self._host.get_connection(),
                                   CONF.libvirt.virt_type))
-        self._puma_rpc_server = rpc.get_server(
-            nova_rpc.TRANSPORT, rpc.COMPUTE_TOPIC, host,
-            [manager.PumaComputeEndpoint(self)])
-        self._puma_rpc_server.start()
-        self._puma_stop.clear()
-        self.puma_supervise_memory_servers()
-        if CONF.puma.report_interval:
-            self._puma_reporter = threading.Thread(
-                target=self._puma_report_loop, name='puma-report',
-                daemon=True)
-            self._puma_reporter.start()
-        if CONF.puma.lending_tell_guests:
-            self._puma_guest_teller = threading.Thread(
-                target=self._puma_guest_pairs_loop, name='puma-guest-pairs',
-                daemon=True)
-            self._puma_guest_teller.start()
-        LOG.info('Puma: serving %s on %s (Shoot4U %s, exclusive caching '
-                 '%s, split %s)', rpc.COMPUTE_TOPIC, host,
+        LOG.info('Puma: driver on %s (Shoot4U %s, exclusive caching %s, '
+                 'split %s)', host,
                  'available' if self._puma_shoot4u else 'unavailable',
                  'available' if self._puma_exclusive_cache else 'unavailable',
                  'allowed' if CONF.puma.split_allowed else 'disabled')
-
-    def cleanup_host(self, host):
-        self._puma_stop.set()
-        if self._puma_rpc_server is not None:
-            self._puma_rpc_server.stop()
-            self._puma_rpc_server.wait()
-            self._puma_rpc_server = None
-        if self._puma_guest_pairs is not None:
-            self._puma_guest_pairs.changed.set()
-        for thread in (self._puma_reporter, self._puma_guest_teller,
-                       self._puma_supervisor):
-            if thread is not None:
-                thread.join(CONF.puma.rpc_timeout)
-        self._puma_reporter = self._puma_guest_teller = None
-        self._puma_supervisor = None
-        super().cleanup_host(host)
-
-    def _puma_report_loop(self):
-        ctxt = nova_context.get_admin_context()
-        while not self._puma_stop.wait(CONF.puma.report_interval):
-            try:
-                self._puma_scheduler.report_host(
-                    ctxt, self._puma_host, self.puma_memory_stats())
-            except Exception as e:
-                LOG.warning('Puma: memory report to the scheduler failed: '
-                            '%s', e)
-
-    def _puma_guest_pairs_loop(self):
-        # Woken by new pairs; failed guests are tried again at least
-        # every report interval (or minute).
-        retry = CONF.puma.report_interval or 60
-        while not self._puma_stop.is_set():
-            self._puma_guest_pairs.changed.wait(retry)
-            if self._puma_stop.is_set():
-                return
-            try:
-                self._puma_guest_pairs.sync()
-            except Exception:
-                LOG.exception('Puma: telling guests of their pairs failed')
-
-    def _puma_domain_by_uuid(self, uuid):
-        """The libvirt domain of instance UUID on this host, or None."""
-        try:
-            return self._host.get_connection().lookupByUUIDString(uuid)
-        except Exception:
-            return None
 
     # Both clients use Nova's transport, which Nova sets up only after it
     # loaded the driver.
@@ -248,98 +139,6 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._puma_compute_api = compute_rpcapi.ComputeAPI(
                 nova_rpc.TRANSPORT, timeout=CONF.puma.rpc_timeout)
         return self._puma_compute_api
-
-    # RPC endpoint helpers (puma_nova.compute.manager) ----------------
-
-    def puma_start_memory_server(self, instance_uuid, size_mb,
-                                 clients=None):
-        if not CONF.puma.split_allowed:
-            raise memory_server.MemoryServerError(
-                'host %s does not take part in split migrations'
-                % self._puma_host)
-        limit = CONF.puma.lendable_max_mb
-        served = self._puma_memory_servers.served_mb()
-        known = instance_uuid in self._puma_memory_servers.list()
-        if limit and not known and served + size_mb > limit:
-            raise memory_server.MemoryServerError(
-                'host %s lends %d MiB already, %d more exceed '
-                '[puma] lendable_max_mb=%d'
-                % (self._puma_host, served, size_mb, limit))
-        uri = self._puma_memory_servers.start(instance_uuid, size_mb,
-                                              clients)
-        self._puma_ledger.invalidate()
-        return uri
-
-    def puma_stop_memory_server(self, instance_uuid):
-        self._puma_memory_servers.stop(instance_uuid)
-        self._puma_ledger.invalidate()
-
-    def puma_apply_pairs(self, pairs):
-        self._puma_lending.apply(pairs)
-        if self._puma_guest_pairs is not None:
-            self._puma_guest_pairs.set_pairs(self._puma_lending.pairs)
-
-    def puma_split_plan(self, instance_uuid, migration_uuid=None):
-        with self._puma_plans_lock:
-            plan = self._puma_plans.get(instance_uuid)
-        if plan is None:
-            return None
-        if migration_uuid and plan.get('migration_uuid') != migration_uuid:
-            return None
-        return dict(plan)
-
-    def puma_drop_split_plan(self, instance_uuid):
-        with self._puma_plans_lock:
-            self._puma_plans.pop(instance_uuid, None)
-
-    def puma_memory_stats(self):
-        total = self._host.get_memory_mb_total()
-        free = total - self._host.get_memory_mb_used()
-        lendable = max(0, free - CONF.puma.free_ram_margin_mb)
-        if CONF.puma.lendable_max_mb:
-            lendable = min(lendable, max(
-                0, CONF.puma.lendable_max_mb -
-                self._puma_memory_servers.served_mb()))
-        guests = self._host.list_guests(only_running=True)
-        instances = self._puma_instances_by_uuid([g.uuid for g in guests])
-        # Each guest's XML is read once, for its entry and the savings.
-        xmls = [stats.domain_xml(g) for g in guests]
-        vms = [stats.guest_stats(g, instances.get(g.uuid), xml=xml)
-               for g, xml in zip(guests, xmls)]
-        stats.retain(vm['uuid'] for vm in vms)
-        return {
-            'memory_mb': total,
-            'free_mb': free,
-            'lendable_mb': lendable,
-            'merged_mb': ksm.saved_mb(),
-            'cache_saved_mb': host_cache.saved_mb(
-                [(g._domain, xml) for g, xml in zip(guests, xmls)
-                 if xml is not None]),
-            'address': CONF.puma.memory_server_address or CONF.my_ip,
-            'shoot4u': bool(self._puma_shoot4u),
-            'split': bool(CONF.puma.split_allowed),
-            'vms': vms,
-        }
-
-    def _puma_instances_by_uuid(self, uuids):
-        """Nova's instances of these guests, by uuid.
-
-        The report names each VM's project (pairs never cross projects);
-        a guest whose instance cannot be read is reported without one and
-        is then never paired.
-        """
-        if not uuids:
-            return {}
-        try:
-            found = objects.InstanceList.get_by_filters(
-                nova_context.get_admin_context(), {'uuid': list(uuids)},
-                expected_attrs=['flavor'])
-        except Exception as e:
-            LOG.warning('Puma: the instances of this host\'s guests could '
-                        'not be read (%s); they are reported without a '
-                        'project and not paired', e)
-            return {}
-        return {inst.uuid: inst for inst in found}
 
     # Placement -------------------------------------------------------
 
@@ -575,8 +374,9 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 CONF.puma.free_ram_margin_mb)
 
     def _puma_plan_if_needed(self, ctxt, instance, migration):
-        with self._puma_plans_lock:
-            self._puma_plans.pop(instance.uuid, None)
+        # A plan (a file) only ever exists for an instance that may split.
+        if split.is_allowed(instance):
+            self._puma_plans.pop(instance.uuid)
         need = instance.flavor.memory_mb
         free = self._puma_free_mb()
         if need <= free:
@@ -628,8 +428,14 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 reason='memory server for %s on sub host %s not started: '
                        '%s' % (instance.uuid, plan['sub_host'], e))
         plan['migration_uuid'] = migration.uuid if migration else None
-        with self._puma_plans_lock:
-            self._puma_plans[instance.uuid] = plan
+        try:
+            self._puma_plans.keep(plan)
+        except Exception as e:
+            self._puma_release(ctxt, instance.uuid, self._puma_host,
+                               plan['sub_host'])
+            raise exception.MigrationPreCheckError(
+                reason='split plan of %s not kept on %s: %s'
+                       % (instance.uuid, self._puma_host, e))
         self._puma_ledger.invalidate()
         LOG.info('Split migration planned: %(main)d MiB resident here, '
                  '%(remote)d MiB on %(sub)s (%(uri)s)',
@@ -727,8 +533,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         return migrate_data
 
     def _puma_pre_live_migration(self, context, instance):
-        plan = self.puma_split_plan(instance.uuid)
-        if plan is None and split.is_allowed(instance):
+        if not split.is_allowed(instance):
+            return
+        plan = self._puma_plans.get(instance.uuid)
+        if plan is None:
             self._puma_check_no_lost_plan(context, instance.uuid,
                                           self._puma_host)
         if plan:
@@ -738,9 +546,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 context, plan['sub_host'], instance.uuid, plan['remote_mb'],
                 clients=self._puma_split_clients(instance))
             if answer['uri'] != plan['sub_uri']:
-                with self._puma_plans_lock:
-                    plan = self._puma_plans[instance.uuid]
-                    plan['sub_uri'] = answer['uri']
+                self._puma_plans.update(instance.uuid,
+                                        sub_uri=answer['uri'])
 
     def post_live_migration_at_destination(self, context, instance,
                                            network_info,
@@ -749,8 +556,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         super().post_live_migration_at_destination(
             context, instance, network_info, block_migration,
             block_device_info)
-        with self._puma_plans_lock:
-            plan = self._puma_plans.pop(instance.uuid, None)
+        plan = (self._puma_plans.pop(instance.uuid)
+                if split.is_allowed(instance) else None)
         if plan or self._puma_runs_split_here(context, instance):
             self._puma_set_state(context, instance.uuid, 'done')
             self._puma_ledger.invalidate()
@@ -758,9 +565,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
     def _puma_runs_split_here(self, context, instance):
         """Whether the ledger has the instance running split to here.
 
-        The plan this host kept since its checks is gone when its
-        nova-compute restarted during the migration; the source migrated
-        with the plan all the same, and the split must be recorded.
+        The plan this host kept since its checks is gone when its file
+        of plans was lost (unreadable, or another instances path after a
+        restart); the source migrated with the plan all the same, and the
+        split must be recorded.
         """
         if not split.is_allowed(instance):
             return False
@@ -776,7 +584,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                    e.get('state') == 'running']
         if running:
             LOG.info('Puma: finishing a split migration whose plan this '
-                     'host lost (nova-compute restarted?): sub host %s',
+                     'host lost: sub host %s',
                      running[0].get('sub_host'), instance=instance)
         return bool(running)
 
@@ -790,7 +598,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 context, instance, network_info, block_device_info,
                 destroy_disks=destroy_disks, migrate_data=migrate_data)
         finally:
-            plan = self.puma_split_plan(instance.uuid)
+            plan = self._puma_plans.get(instance.uuid)
             if plan:
                 self._puma_set_state(context, instance.uuid, 'failed')
                 self._puma_release(context, instance.uuid,
@@ -799,9 +607,10 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
     def _puma_check_no_lost_plan(self, ctxt, instance_uuid, main_host):
         """Fail if the ledger has a planned split the main host lost.
 
-        A nova-compute restart on the destination loses its plans; the
-        instance must then not be migrated whole to a host it does not
-        fit on. The failure rolls the migration back and releases.
+        A destination whose file of plans was lost (split_plans) no longer
+        has the plan; the instance must then not be migrated whole to a
+        host it does not fit on. The failure rolls the migration back and
+        releases.
         """
         entries = [e for e in self._puma_instance_entries(
             ctxt, instance_uuid, main_host)
@@ -809,8 +618,8 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             e.get('state') == 'planned']
         if entries:
             raise exception.MigrationError(
-                reason='the split plan of %s on %s was lost (nova-compute '
-                       'restarted?); not migrating it whole'
+                reason='the split plan of %s on %s was lost; not migrating '
+                       'it whole'
                        % (instance_uuid, main_host))
 
     # Split migration: source side ------------------------------------
@@ -837,7 +646,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                 LOG.debug('Puma: split plan not fetched before the '
                           'migration: %s', e, instance=instance)
             else:
-                with self._puma_plans_lock:
+                with self._puma_lock:
                     self._puma_source_plans[instance.uuid] = plan
         self._puma_local.split = bool(plan)
         rolled_back = []
@@ -892,7 +701,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             self._puma_record_failure(context, instance, dest, e)
         finally:
             self._puma_local.split = False
-            with self._puma_plans_lock:
+            with self._puma_lock:
                 self._puma_source_plans.pop(instance.uuid, None)
                 self._puma_aborted.discard(instance.uuid)
 
@@ -910,18 +719,18 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         """
         # An Instance, or the dict that Nova's own tests pass.
         uuid = instance['uuid']
-        with self._puma_plans_lock:
+        with self._puma_lock:
             self._puma_aborted.add(uuid)
         try:
             super().live_migration_abort(instance)
         except Exception:
-            with self._puma_plans_lock:
+            with self._puma_lock:
                 self._puma_aborted.discard(uuid)
             raise
 
     def _puma_take_abort(self, instance):
         """Whether an abort of INSTANCE's migration ended it here."""
-        with self._puma_plans_lock:
+        with self._puma_lock:
             if instance['uuid'] not in self._puma_aborted:
                 return False
             self._puma_aborted.discard(instance['uuid'])
@@ -1012,7 +821,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
                                   device_names):
         plan = None
         if split.is_allowed(instance):
-            with self._puma_plans_lock:
+            with self._puma_lock:
                 fetched = instance.uuid in self._puma_source_plans
                 plan = self._puma_source_plans.pop(instance.uuid, None)
             if not fetched:
@@ -1206,7 +1015,7 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
             LOG.error('Puma: cannot read the ledger to release the split of '
                       '%s on %s: %s', instance_uuid, main_host, e)
             return
-        plan = self.puma_split_plan(instance_uuid)
+        plan = self._puma_plans.get(instance_uuid)
         if plan and plan.get('main_host') != main_host:
             plan = None
         if not entries and not plan:
@@ -1236,10 +1045,11 @@ class PumaLibvirtDriver(libvirt_driver.LibvirtDriver):
         except Exception as e:
             LOG.error('Puma: could not release the split of %s on %s: %s',
                       instance_uuid, main_host, e)
-        with self._puma_plans_lock:
-            plan = self._puma_plans.get(instance_uuid)
-            if plan and plan.get('main_host') == main_host:
-                del self._puma_plans[instance_uuid]
+        try:
+            self._puma_plans.pop(instance_uuid, main_host=main_host)
+        except Exception as e:
+            LOG.error('Puma: could not drop the split plan of %s: %s',
+                      instance_uuid, e)
         self._puma_ledger.invalidate()
         LOG.info('Puma: released the split of %s (main host %s, sub host '
                  '%s)', instance_uuid, main_host, sub_host)

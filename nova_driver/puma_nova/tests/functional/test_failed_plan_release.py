@@ -116,7 +116,7 @@ class FailedMigrationPlanReleaseTest(split_tests.PumaServersTestBase):
         # server; with a requested host Nova tries no other.
         self.assertEqual([('dest', 'sub', 'planned')], self._entries())
         self.assertIn(server['id'],
-                      self.sub.driver._puma_memory_servers.list())
+                      self.agents['sub'].memory_servers.list())
         (record,) = self.manager.nova.live_migrations(server['id'])
         self.assertEqual('error', record['status'])
         released = self.manager.release_failed_plans(self.ctxt)
@@ -125,7 +125,7 @@ class FailedMigrationPlanReleaseTest(split_tests.PumaServersTestBase):
                           for e in released])
         self.assertEqual([('dest', 'sub', 'released')], self._entries())
         self.assertEqual({}, db_api.ledger_commitments(self.ctxt))
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         # (Nova shows the hosts to its os-migrations:index:host rule.)
         self.assertIn("Nova's live migration %s to %s ended error"
                       % (record['uuid'], record['dest_compute'] or

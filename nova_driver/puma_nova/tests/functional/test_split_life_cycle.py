@@ -47,7 +47,7 @@ class SplitLifeCycleTest(base.PumaServersTestBase):
         conn = self.dest.driver._host.get_connection()
         conn.lookupByUUIDString(server['id'])._transient = False
         self.assertEqual('done', self.sched.ledger[server['id']]['state'])
-        servers = self.sub.driver._puma_memory_servers.list()
+        servers = self.agents['sub'].memory_servers.list()
         self.pid = servers[server['id']]['pid']
         self.assertTrue(memory_server._alive(self.pid))
         self._run_periodics()
@@ -59,7 +59,7 @@ class SplitLifeCycleTest(base.PumaServersTestBase):
         self.assertEqual({}, self.sched.ledger)
         self.assertIn(('release_split', server['id'], 'dest'),
                       self.sched.calls)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertFalse(memory_server._alive(self.pid))
         self.assertEqual(host, self.api.get_server(server['id'])
                          ['OS-EXT-SRV-ATTR:host'])
@@ -71,7 +71,7 @@ class SplitLifeCycleTest(base.PumaServersTestBase):
     def _assert_kept(self, server):
         self.assertEqual('done', self.sched.ledger[server['id']]['state'])
         self.assertEqual([server['id']],
-                         list(self.sub.driver._puma_memory_servers.list()))
+                         list(self.agents['sub'].memory_servers.list()))
         self.assertTrue(memory_server._alive(self.pid))
         self._run_periodics()
         self.assertEqual(self.base_dest['total'] + 2 * GIB,
@@ -141,7 +141,7 @@ class SplitLifeCycleTest(base.PumaServersTestBase):
         self.assertEqual({}, self.sched.ledger)
         self.assertIn(('release_split', server['id'], 'dest'),
                       self.sched.calls)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertFalse(memory_server._alive(self.pid))
         # dest comes back, drops the evacuated guest and its allocation.
         self.restart_compute_service('dest')

@@ -13,8 +13,10 @@
 """Split migrations through Nova's own live-migration flow.
 
 Real Nova API, conductor, scheduler and placement in-process, three
-libvirt computes (src, dest, sub) on fakelibvirt running the Puma driver;
-the Puma scheduler is a test double on the same fake RPC transport; the
+libvirt computes (src, dest, sub) on fakelibvirt running the Puma driver,
+each with its Puma compute agent (what puma-compute-agent runs, serving
+topic puma-compute on the same fake RPC transport against the compute's
+libvirt host); the Puma scheduler is a test double on that transport; the
 memory server is a test double run as a real process.
 """
 
@@ -23,7 +25,6 @@ import io
 import os
 import socket
 import sys
-import threading
 import time
 
 import fixtures
@@ -43,10 +44,13 @@ from nova.tests.functional import integrated_helpers
 from nova.tests.functional.libvirt import base
 import os_resource_classes as orc
 
+from puma_nova.compute import agent as compute_agent
 from puma_nova.compute import lending
+from puma_nova.compute import manager as compute_manager
 from puma_nova.compute import memory_server
 from puma_nova.compute import rpcapi
 from puma_nova.conf import compute as puma_conf
+from puma_nova import rpc as puma_rpc
 from puma_nova.scheduler import placement
 from puma_nova.tests.functional import scheduler_double
 from puma_nova.virt import lending_vif
@@ -141,6 +145,7 @@ class PumaServersTestBase(base.LibvirtMigrationMixin,
         self.addCleanup(self._stop_scheduler)
 
         self.migrations = []
+        self.agents = {}
         for host, (total, _used) in self.HOSTS.items():
             self.start_compute(host, host_info=fakelibvirt.HostInfo(
                 cpu_nodes=1, cpu_sockets=1, cpu_cores=4, cpu_threads=1,
@@ -159,15 +164,43 @@ class PumaServersTestBase(base.LibvirtMigrationMixin,
     def _setup_compute_service(self):
         self.flags(compute_driver='puma.PumaLibvirtDriver')
 
+    def start_compute(self, hostname='compute1', *args, **kwargs):
+        """Nova's, and the host's Puma compute agent beside it.
+
+        A restarted compute (restart_compute_service) keeps its agent, as
+        a restart of nova-compute keeps puma-compute-agent running.
+        """
+        hostname = super().start_compute(hostname, *args, **kwargs)
+        if hostname not in self.agents:
+            self._start_agent(hostname)
+        return hostname
+
+    def _start_agent(self, host):
+        agent = compute_agent.ComputeAgent(
+            host, self.computes[host].driver._host, nova_rpc.TRANSPORT)
+        server = puma_rpc.get_server(
+            nova_rpc.TRANSPORT, puma_rpc.COMPUTE_TOPIC, host,
+            [compute_manager.PumaComputeEndpoint(agent)])
+        server.start()
+        agent.start()
+        self.addCleanup(server.wait)
+        self.addCleanup(server.stop)
+        self.addCleanup(agent.stop)
+        self.agents[host] = agent
+
     def _used_mb(self, host_obj):
         for name, compute in self.computes.items():
             if compute.driver._host is host_obj:
                 return self.HOSTS[name][1]
+        # An agent's, whose compute restarted since.
+        for name, agent in self.agents.items():
+            if agent._libvirt is host_obj:
+                return self.HOSTS[name][1]
         return 0
 
     def _stop_memory_servers(self):
-        for compute in self.computes.values():
-            servers = compute.driver._puma_memory_servers
+        for agent in self.agents.values():
+            servers = agent.memory_servers
             for uuid in list(servers.list()):
                 servers.stop(uuid)
 
@@ -232,7 +265,7 @@ class PumaServersTestBase(base.LibvirtMigrationMixin,
         self._wait_for_migration_status(server, ['error'])
         self._wait_for_state_change(server, 'ACTIVE')
         self.assertEqual([], self.migrations)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertEqual({}, self.sched.ledger)
         # The refusal reaches the conductor's log as the cause.
         self.assertIn(words, self.stdlog.logger.output)
@@ -275,7 +308,7 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         self.assertEqual(1, len(self.migrations))
         _dest, params, flags = self.migrations[0]
         self.assertTrue(flags & split.VIR_MIGRATE_SPLIT)
-        servers = self.sub.driver._puma_memory_servers.list()
+        servers = self.agents['sub'].memory_servers.list()
         self.assertEqual([server['id']], list(servers))
         self.assertEqual(2 * GIB, servers[server['id']]['size_mb'])
         self.assertEqual('tcp:127.0.0.1:%d' % servers[server['id']]['port'],
@@ -309,7 +342,7 @@ class SplitLiveMigrationTest(PumaServersTestBase):
 
         # Delete releases everything on every host.
         self._delete_server(server)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertFalse(memory_server._alive(pid))
         self.assertEqual({}, self.sched.ledger)
         self._run_periodics()
@@ -354,7 +387,7 @@ class SplitLiveMigrationTest(PumaServersTestBase):
 
         def fail(domain, destination, params, flags):
             # The split is in place while libvirt migrates...
-            seen['servers'] = self.sub.driver._puma_memory_servers.list()
+            seen['servers'] = self.agents['sub'].memory_servers.list()
             seen['params'] = dict(params)
             conn = self.src.driver._host.get_connection()
             conn.lookupByUUIDString(server['id']).fail_job()
@@ -367,12 +400,12 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         self.assertIn('split.sub-host-uri', seen['params'])
         pid = seen['servers'][server['id']]['pid']
         # ...and gone after the rollback.
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertFalse(memory_server._alive(pid))
         self.assertEqual({}, self.sched.ledger)
         self.assertIn(('split_state', server['id'], 'failed'),
                       self.sched.calls)
-        self.assertIsNone(self.dest.driver.puma_split_plan(server['id']))
+        self.assertIsNone(self.dest.driver._puma_plans.get(server['id']))
         server = self.api.get_server(server['id'])
         self.assertEqual('src', server['OS-EXT-SRV-ATTR:host'])
         self._run_periodics()
@@ -387,8 +420,9 @@ class SplitLiveMigrationTest(PumaServersTestBase):
 
         def check_then_restart(*args, **kwargs):
             data = real_check(*args, **kwargs)
-            # What a nova-compute restart on dest does to its plans.
-            self.dest.driver._puma_plans.clear()
+            # dest's file of plans damaged (or lost) after its checks.
+            with open(self.dest.driver._puma_plans.path, 'w') as f:
+                f.write('{"plans": [')
             return data
 
         self.useFixture(fixtures.MonkeyPatch(
@@ -401,7 +435,7 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         self.assertEqual([], self.migrations)
         self.assertIn('split plan of %s on dest was lost' % server['id'],
                       self.stdlog.logger.output)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertEqual({}, self.sched.ledger)
         self.assertEqual('src', self.api.get_server(server['id'])
                          ['OS-EXT-SRV-ATTR:host'])
@@ -415,7 +449,7 @@ class SplitLiveMigrationTest(PumaServersTestBase):
         def running(domain, destination, params, flags):
             # libvirt is migrating: the job runs until aborted.
             seen['params'] = dict(params)
-            seen['servers'] = self.sub.driver._puma_memory_servers.list()
+            seen['servers'] = self.agents['sub'].memory_servers.list()
             domain._job_type = fakelibvirt.VIR_DOMAIN_JOB_UNBOUNDED
 
         def abort(domain):
@@ -440,7 +474,7 @@ class SplitLiveMigrationTest(PumaServersTestBase):
                             % (server['id'], migration['id']))
         self._wait_for_migration_status(server, ['cancelled'])
         self._wait_for_state_change(server, 'ACTIVE')
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertEqual({}, self.sched.ledger)
         self.assertEqual('src', self.api.get_server(server['id'])
                          ['OS-EXT-SRV-ATTR:host'])
@@ -497,7 +531,7 @@ class SplitLiveMigrationTest(PumaServersTestBase):
                       self.sched.calls)
 
     def test_memory_server_fails(self):
-        self.sub.driver._puma_memory_servers._binary = '/bin/false'
+        self.agents['sub'].memory_servers._binary = '/bin/false'
         server = self._boot(self._split_flavor())
         self._assert_refused(server, 'memory server for')
         self.assertIn(('release_split', server['id'], 'dest'),
@@ -531,7 +565,7 @@ class PlannedBeforeNovaTest(PumaServersTestBase):
         self.assertEqual({}, self.sched.ledger)
         self.assertIn(('release_split', server['id'], 'dest'),
                       self.sched.calls)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self._run_periodics()
         self.assertEqual(base_dest, self._memory_inventory('dest'))
         self.assertEqual(base_sub, self._memory_inventory('sub'))
@@ -615,7 +649,7 @@ class GivenUpDestinationTest(LandsWhereAskedMixin, PumaServersTestBase):
             self.sched.ledger[server['id']][k]
             for k in ('main_host', 'sub_host', 'state')))
         self.assertIn(server['id'],
-                      self.sub.driver._puma_memory_servers.list())
+                      self.agents['sub'].memory_servers.list())
         # The next attempt goes to dest2: it splits, the plan left on
         # dest is given back.
         self._live_migrate(server, 'completed', host='dest2')
@@ -629,8 +663,8 @@ class GivenUpDestinationTest(LandsWhereAskedMixin, PumaServersTestBase):
         self.assertIn('dest2', dest)
         self.assertTrue(flags & split.VIR_MIGRATE_SPLIT)
         self.assertIn(server['id'],
-                      self.computes['sub2'].driver._puma_memory_servers.list())
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+                      self.agents['sub2'].memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self._run_periodics()
         self._assert_placement_clean()
 
@@ -646,7 +680,7 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
         first = dict(self.sched.ledger[server['id']])
         self.assertEqual(('dest', 'sub', 'done'), (
             first['main_host'], first['sub_host'], first['state']))
-        pid = self.sub.driver._puma_memory_servers.list()[server['id']][
+        pid = self.agents['sub'].memory_servers.list()[server['id']][
             'pid']
         self._run_periodics()
         return server, first, pid
@@ -675,7 +709,7 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
         self.assertFalse(flags & split.VIR_MIGRATE_SPLIT)
         self.assertNotIn('split.sub-host-uri', params)
         self.assertEqual({}, self.sched.ledger)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertFalse(memory_server._alive(pid))
         self._run_periodics()
         self.assertEqual(base_dest, self._memory_inventory('dest'))
@@ -692,8 +726,7 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
 
         def fail(domain, destination, params, flags):
             seen['params'] = dict(params)
-            seen['servers'] = self.computes['sub2'].driver.\
-                _puma_memory_servers.list()
+            seen['servers'] = self.agents['sub2'].memory_servers.list()
             conn = self.dest.driver._host.get_connection()
             conn.lookupByUUIDString(server['id']).fail_job()
 
@@ -712,12 +745,11 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
         self.assertEqual({('release_split', server['id'], 'src')},
                          set(releases))
         self.assertEqual({server['id']: first}, self.sched.ledger)
-        self.assertEqual({}, self.computes['sub2'].driver.
-                         _puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub2'].memory_servers.list())
         self.assertEqual([server['id']],
-                         list(self.sub.driver._puma_memory_servers.list()))
+                         list(self.agents['sub'].memory_servers.list()))
         self.assertTrue(memory_server._alive(pid))
-        self.assertIsNone(self.src.driver.puma_split_plan(server['id']))
+        self.assertIsNone(self.src.driver._puma_plans.get(server['id']))
         self.assertEqual('dest', self.api.get_server(server['id'])
                          ['OS-EXT-SRV-ATTR:host'])
         self._run_periodics()
@@ -729,7 +761,7 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
         # Deleting the server still releases the first split.
         self._delete_server(server)
         self.assertEqual({}, self.sched.ledger)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertFalse(memory_server._alive(pid))
 
     def test_second_split_replaces_the_first(self):
@@ -751,8 +783,8 @@ class SplitAgainTest(LandsWhereAskedMixin, PumaServersTestBase):
             'sub_host': 'sub2', 'mb': 2 * GIB, 'state': 'done'}},
             self.sched.ledger)
         self.assertEqual([server['id']], list(
-            self.computes['sub2'].driver._puma_memory_servers.list()))
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+            self.agents['sub2'].memory_servers.list()))
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
         self.assertFalse(memory_server._alive(pid))
         self._run_periodics()
         self.assertEqual(base_dest, self._memory_inventory('dest'))
@@ -825,18 +857,17 @@ class ComputeRPCTest(PumaServersTestBase):
     def test_periodic_report(self):
         server = self._boot(self._create_flavor(memory_mb=GIB, vcpu=1,
                                                 disk=1, ephemeral=0))
+        agent = self.agents['src']
+        agent.stop()
         self.flags(report_interval=1, group='puma')
-        driver = self.src.driver
-        reporter = threading.Thread(target=driver._puma_report_loop)
-        reporter.start()
+        agent.start()
         try:
             for _ in range(100):
                 if 'src' in self.sched.reports:
                     break
                 time.sleep(0.1)
         finally:
-            driver._puma_stop.set()
-            reporter.join()
+            agent.stop()
         report = self.sched.reports['src']
         self.assertEqual(16 * GIB, report['memory_mb'])
         self.assertEqual(512, report['merged_mb'])
@@ -852,7 +883,7 @@ class ComputeRPCTest(PumaServersTestBase):
                 'lender_address': '10.9.0.3', 'capacity_mb': 256,
                 'key': 'k'}
         self.assertIsNone(self.rpc.apply_pairs(self.ctxt, 'src', [pair]))
-        self.assertEqual([pair], self.src.driver._puma_lending.pairs)
+        self.assertEqual([pair], self.agents['src'].lending.pairs)
         try:
             self.rpc.apply_pairs(self.ctxt, 'src', [{'borrower': 'b'}])
         except Exception as e:
@@ -860,7 +891,7 @@ class ComputeRPCTest(PumaServersTestBase):
             self.assertIn('pair 0 lacks', str(e))
         else:
             self.fail('invalid pairs were accepted')
-        self.assertEqual([pair], self.src.driver._puma_lending.pairs)
+        self.assertEqual([pair], self.agents['src'].lending.pairs)
 
     def test_memory_server_calls(self):
         uri = self.rpc.start_memory_server(self.ctxt, 'sub', 'inst', 64)
@@ -871,7 +902,7 @@ class ComputeRPCTest(PumaServersTestBase):
                                                       'inst'))
         self.assertIsNone(self.rpc.stop_memory_server(self.ctxt, 'sub',
                                                       'inst'))
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
 
 
 class LendingChannelTest(PumaServersTestBase):

@@ -148,7 +148,7 @@ class SplitPlacementTest(base.PumaServersTestBase):
         with mock.patch.object(self.lending, 'give_back',
                                wraps=self.lending.give_back) as give_back, \
                 mock.patch.object(
-                    self.sub.driver._puma_memory_servers, 'start',
+                    self.agents['sub'].memory_servers, 'start',
                     side_effect=memory_server.MemoryServerError('boom')):
             self.assertRaises(exception.MigrationPreCheckError,
                               self._plan_on_dest, server)
@@ -200,8 +200,8 @@ class SplitPlacementTest(base.PumaServersTestBase):
         # Nothing left behind: no ledger entry, no memory server, no
         # plan on dest, placement untouched.
         self.assertEqual({}, self.sched.ledger)
-        self.assertEqual({}, self.sub.driver._puma_memory_servers.list())
-        self.assertIsNone(self.dest.driver.puma_split_plan(server['id']))
+        self.assertEqual({}, self.agents['sub'].memory_servers.list())
+        self.assertIsNone(self.dest.driver._puma_plans.get(server['id']))
         self.assertEqual(base_sub, self._memory_inventory('sub'))
         self._run_periodics()
         self.assertEqual(base_sub, self._memory_inventory('sub'))

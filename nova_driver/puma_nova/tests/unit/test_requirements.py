@@ -37,6 +37,8 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(puma_nova.__file__)))
 ROLES = {
     'virt/': 'compute',
     'cmd/compute.py': 'compute',
+    'cmd/compute_agent.py': 'compute',
+    'compute/agent.py': 'compute',
     'cmd/exporter.py': 'compute',
     'exporter/': 'compute',
     'conf/exporter.py': 'compute',

@@ -16,14 +16,17 @@ One private broker (lab/rabbitmq) carries:
 * topic puma-scheduler, served by the real SchedulerService (manager,
   SQLite database migrated with alembic);
 * topic puma-compute, served for hosts h1, h2 by the real
-  PumaComputeEndpoint in front of the real PumaLibvirtDriver methods;
-  only what needs a hypervisor is faked (Nova's Host: memory totals, no
-  guests). Memory servers are real processes (the test double of
-  qemu-memory-server), the lending channel records pairs without nft.
+  PumaComputeEndpoint in front of each host's real ComputeAgent (what
+  puma-compute-agent runs); only what needs a hypervisor is faked
+  (Nova's Host: memory totals, no guests). Memory servers are real
+  processes (the test double of qemu-memory-server), the lending channel
+  records pairs without nft.
 
-The driver calls the scheduler with SchedulerAPI and other compute hosts
-with ComputeAPI, the scheduler calls the hosts with ComputeAPI, all over
-oslo.messaging's rabbit driver.
+Each host's PumaLibvirtDriver methods (what nova-compute runs) share the
+host's file of split plans with its agent. The driver calls the
+scheduler with SchedulerAPI and other compute hosts with ComputeAPI, the
+scheduler calls the hosts with ComputeAPI, all over oslo.messaging's
+rabbit driver.
 """
 
 import os
@@ -37,11 +40,12 @@ from nova import objects
 import oslo_messaging as messaging
 import testtools
 
-from puma_nova.compute import guest_pairs
+from puma_nova.compute import agent as compute_agent
 from puma_nova.compute import lending
 from puma_nova.compute import manager as compute_manager
 from puma_nova.compute import memory_server
 from puma_nova.compute import rpcapi as compute_rpcapi
+from puma_nova.compute import split_plans
 from puma_nova import context
 from puma_nova.db import api as db_api
 from puma_nova import exception
@@ -107,16 +111,17 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         os.chmod(binary, 0o755)
         port = rabbitmq.free_port_block(8)
         self.drivers = {}
+        self.agents = {}
         for i, host in enumerate(sorted(HOSTS)):
-            drv = self._driver(host, os.path.join(tmp, host), binary,
-                               port + 4 * i)
-            endpoint = compute_manager.PumaComputeEndpoint(drv)
+            agent = self.agents[host] = self._agent(
+                host, os.path.join(tmp, host), binary, port + 4 * i)
+            endpoint = compute_manager.PumaComputeEndpoint(agent)
             server = rpc.get_server(self.transport, rpc.COMPUTE_TOPIC, host,
                                     [endpoint])
             server.start()
             self.addCleanup(server.wait)
             self.addCleanup(server.stop)
-            self.drivers[host] = drv
+            self.drivers[host] = self._driver(host, agent.plans.path)
 
         self.scheduler_api = scheduler_rpcapi.SchedulerAPI(self.transport,
                                                            timeout=60)
@@ -127,35 +132,40 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         # Until the scheduler's queue exists, calls to it are dropped.
         self.scheduler_api.get_ledger(self.ctxt, 'nowhere')
 
-    def _driver(self, host, state_dir, binary, port_min):
+    def _agent(self, host, instances_path, binary, port_min):
+        """HOST's real ComputeAgent, without a hypervisor."""
+        self.flags(group='puma', memory_server_binary=binary,
+                   memory_server_port_min=port_min,
+                   memory_server_port_max=port_min + 3,
+                   memory_server_check_interval=0, shoot4u_allowed=False,
+                   lending_channel_enabled=False)
+        self.flags(instances_path=instances_path)
+        agent = compute_agent.ComputeAgent(host, FakeHost(*HOSTS[host]),
+                                           self.transport)
+        self.addCleanup(self._stop_memory_servers, agent)
+        return agent
+
+    def _driver(self, host, plans_path):
         """The real PumaLibvirtDriver methods, without a hypervisor."""
         drv = puma_driver.PumaLibvirtDriver.__new__(
             puma_driver.PumaLibvirtDriver)
         drv._puma_host = host
         drv._host = FakeHost(*HOSTS[host])
         drv._puma_shoot4u = False
-        drv._puma_plans = {}
-        drv._puma_plans_lock = threading.Lock()
+        drv._puma_plans = split_plans.SplitPlans(plans_path, host)
+        drv._puma_lock = threading.Lock()
         drv._puma_scheduler_api = scheduler_rpcapi.SchedulerAPI(
             self.transport, timeout=60)
         drv._puma_compute_api = compute_rpcapi.ComputeAPI(self.transport,
                                                           timeout=60)
         drv._puma_reserved = ledger.ReservedKeeper()
         drv._puma_ledger = ledger.LedgerCache(drv._puma_fetch_ledger, 0)
-        drv._puma_lending = lending.LendingChannel('br-puma', 'puma',
-                                                   enabled=False)
-        # No guest runs here: pairs are recorded, no guest is told.
-        drv._puma_guest_pairs = guest_pairs.GuestPairs(
-            lambda uuid: None, 7400, 2)
-        drv._puma_memory_servers = memory_server.MemoryServers(
-            state_dir, binary, '127.0.0.1', port_min, port_min + 3)
-        self.addCleanup(self._stop_memory_servers, drv)
         return drv
 
     @staticmethod
-    def _stop_memory_servers(drv):
-        for uuid in list(drv._puma_memory_servers.list()):
-            drv._puma_memory_servers.stop(uuid)
+    def _stop_memory_servers(agent):
+        for uuid in list(agent.memory_servers.list()):
+            agent.memory_servers.stop(uuid)
 
     def _instance(self, memory_mb):
         inst = test_split._instance({'puma:split': 'allowed'})
@@ -168,16 +178,16 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
 
     def test_compute_to_scheduler(self):
         h1, h2 = self.drivers['h1'], self.drivers['h2']
-        # report_host with the driver's own statistics.
-        for drv in (h1, h2):
-            drv._puma_scheduler.report_host(self.nova_ctxt, drv._puma_host,
-                                            drv.puma_memory_stats())
+        # report_host with the agents' own statistics.
+        for host, agent in self.agents.items():
+            agent._scheduler.report_host(self.nova_ctxt, host,
+                                         agent.memory_stats())
         self.assertEqual([('h1', 6144, 4096), ('h2', 32768, 30720)],
                          [(h['name'], h['memory_mb'], h['free_mb'])
                           for h in db_api.host_list(self.ctxt)])
         # A document the scheduler refuses: the driver's client names the
         # problem before sending; a 1.0 client gets a clear RemoteError.
-        bad = h1.puma_memory_stats()
+        bad = self.agents['h1'].memory_stats()
         del bad['free_mb']
         e = self.assertRaises(exception.InvalidStats,
                               h1._puma_scheduler.report_host,
@@ -198,7 +208,7 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         self.assertEqual(('h1', 'h2', 3584, 4608),
                          (plan['main_host'], plan['sub_host'],
                           plan['main_limit_mb'], plan['remote_mb']))
-        served = h2._puma_memory_servers.list()[inst.uuid]
+        served = self.agents['h2'].memory_servers.list()[inst.uuid]
         self.assertEqual(4608, served['size_mb'])
         self.assertEqual('tcp:127.0.0.1:%d' % served['port'],
                          plan['sub_uri'])
@@ -208,7 +218,8 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
                            'state': 'planned'}],
                          h2._puma_scheduler.get_ledger(self.nova_ctxt,
                                                        'h2'))
-        # The source asks h1 for the plan of this instance.
+        # The source asks h1 for the plan of this instance: h1's agent
+        # answers with what h1's driver kept.
         self.assertEqual(plan, h2._puma_compute.get_split_plan(
             self.nova_ctxt, 'h1', inst.uuid))
         self.assertIsNone(h2._puma_compute.get_split_plan(
@@ -230,9 +241,9 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         h2._puma_release_main(self.nova_ctxt, inst.uuid, 'h1',
                               state='failed')
         h2._puma_compute.drop_split_plan(self.nova_ctxt, 'h1', inst.uuid)
-        self.assertEqual({}, h2._puma_memory_servers.list())
+        self.assertEqual({}, self.agents['h2'].memory_servers.list())
         self.assertFalse(memory_server._alive(served['pid']))
-        self.assertIsNone(h1.puma_split_plan(inst.uuid))
+        self.assertIsNone(h1._puma_plans.get(inst.uuid))
         self.assertEqual([], h1._puma_scheduler.get_ledger(self.nova_ctxt,
                                                            'h1'))
         self.assertEqual(['released'],
@@ -259,7 +270,7 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         uri = api.start_memory_server(self.ctxt, 'h2', 'inst', 64)
         self.assertEqual(uri, api.start_memory_server(self.ctxt, 'h2',
                                                       'inst', 64))
-        pid = self.drivers['h2']._puma_memory_servers.list()['inst']['pid']
+        pid = self.agents['h2'].memory_servers.list()['inst']['pid']
         self.assertTrue(uri['uri'].startswith('tcp:127.0.0.1:'))
         self.assertTrue(memory_server._alive(pid))
         self.assertIsNone(api.stop_memory_server(self.ctxt, 'h2', 'inst'))
@@ -267,7 +278,7 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         self.assertFalse(memory_server._alive(pid))
         # With TLS, the clients (RPC 1.1) make the server's admission
         # list; a caller capped at 1.0 does not send them.
-        servers = self.drivers['h2']._puma_memory_servers
+        servers = self.agents['h2'].memory_servers
         certs = self.useFixture(fixtures.TempDir()).path
         self.useFixture(fixtures.MockPatchObject(servers, '_tls_x509_dir',
                                                  certs))
@@ -292,7 +303,7 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
         self.assertIn('host h1 does not take part in split migrations',
                       e.value)
 
-        # Statistics as the driver computes them.
+        # Statistics as the agent computes them.
         stats = api.get_memory_stats(self.ctxt, 'h1')
         self.assertEqual((6144, 4096, '127.0.0.1', False, []),
                          (stats['memory_mb'], stats['free_mb'],
@@ -306,7 +317,7 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
             30000, [base.vm('borrower', miss=0.5, refaults=262144)],
             address='127.0.0.12'))
         self.sched.manager.run_planning_round(self.ctxt)
-        pairs = {h: d._puma_lending.pairs for h, d in self.drivers.items()}
+        pairs = {h: a.lending.pairs for h, a in self.agents.items()}
         self.assertEqual(pairs['h1'], pairs['h2'])
         self.assertEqual(
             [('lender', 'borrower', lending_address.address('lender'),
@@ -325,6 +336,6 @@ class TestBothAPIsOverRabbitMQ(base.TestCase):
             self.ctxt, 'apply_pairs', pairs=[{'borrower': 'b'}])
         self.assertEqual('InvalidPairs', e.exc_type)
         self.assertIn('pair 0 lacks', e.value)
-        self.assertEqual(pairs['h2'], self.drivers['h1']._puma_lending.pairs)
+        self.assertEqual(pairs['h2'], self.agents['h1'].lending.pairs)
         self.assertIsNone(api.apply_pairs(self.ctxt, 'h1', []))
-        self.assertEqual([], self.drivers['h1']._puma_lending.pairs)
+        self.assertEqual([], self.agents['h1'].lending.pairs)

@@ -47,7 +47,6 @@ from nova.tests.unit.virt.libvirt import test_driver as nova_tests
 from nova.virt.libvirt import driver as libvirt_driver
 import testtools
 
-from puma_nova import rpc
 from puma_nova.virt import driver as puma_driver
 
 # Test names of Nova's module that touch what PumaLibvirtDriver overrides.
@@ -58,9 +57,6 @@ PUMA_AREAS = re.compile(
     r'migrate_disk_and_power_off|check_can_live|pre_live|post_live|'
     r'rollback_live|attach_volume|swap_volume|volume_config')
 
-_RPC = ('init_host starts the Puma RPC server in nova-compute, which '
-        "Nova's tests see as a leaked poller thread (issue 14: a "
-        'compute agent of its own)')
 _WRAPPED = ('_live_migration hands the monitor wrappers of post_method '
             'and recover_method, which tell a rolled-back migration from '
             "a failed one; Nova's test checks the identity of the callables")
@@ -69,11 +65,6 @@ _INSTANCE = ("reads instance.flavor, which Nova's test gives as an "
              'have it loaded')
 # Nova test (class.method) -> why Puma's driver differs there.
 KNOWN_DIFFERENCES = {
-    'LibvirtConnTestCase.test_init_host_checks_ip': _RPC,
-    'LibvirtConnTestCase.test_init_host_topology': _RPC,
-    'LibvirtConnTestCase.test_service_resume_after_broken_connection': _RPC,
-    'LibvirtDriverTestCase.test_start_inactive_mediated_devices_on_init_host':
-        _RPC,
     'LibvirtConnTestCase.test_live_migration_main': _WRAPPED,
     'LibvirtConnTestCase.test_live_migration_main_monitoring_failed':
         _WRAPPED,
@@ -87,34 +78,6 @@ class PlainLibvirtDriver(libvirt_driver.LibvirtDriver):
     """A subclass of Nova's driver that changes nothing."""
 
 
-def _stop_servers(test):
-    """Stop the RPC servers TEST started, after Nova's own checks ran.
-
-    Registered before Nova's setUp, so it runs after Nova's cleanups
-    (which report a leaked server as the test's failure): a leak then
-    never reaches the next test of the worker.
-    """
-    started = []
-    real = rpc.get_server
-
-    def get_server(*args, **kwargs):
-        server = real(*args, **kwargs)
-        started.append(server)
-        return server
-
-    def stop():
-        for server in started:
-            try:
-                server.stop()
-                server.wait()
-            except Exception:
-                pass  # never started, or stopped by the test
-
-    test.addCleanup(stop)
-    test.useFixture(fixtures.MonkeyPatch(
-        'puma_nova.rpc.get_server', get_server))
-
-
 def _bound(driver_class, prefix, case):
     """CASE's tests with Nova's driver name bound to DRIVER_CLASS."""
 
@@ -126,7 +89,6 @@ def _bound(driver_class, prefix, case):
 
     class Bound(case):
         def setUp(self):
-            _stop_servers(self)
             # Before Nova's setUp: some of its fixtures build drivers.
             # The name stays Nova's class, so that what Nova's tests patch
             # on it reaches the subclass as it would reach any subclass.

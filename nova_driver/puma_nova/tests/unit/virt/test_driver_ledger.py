@@ -16,6 +16,7 @@ servers (test_release.FakeComputes); Nova's own LibvirtDriver methods it
 extends are stubbed.
 """
 
+import os
 import threading
 
 import fixtures
@@ -27,6 +28,7 @@ from nova import test
 import os_resource_classes as orc
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from puma_nova.compute import split_plans
 from puma_nova.tests.functional import scheduler_double
 from puma_nova.tests.unit.virt import test_release
 from puma_nova.tests.unit.virt import test_split
@@ -37,14 +39,17 @@ GIB = 1024
 LIBVIRT = 'nova.virt.libvirt.driver.LibvirtDriver.'
 
 
-def _driver(host, sched, computes, fetch=None, max_age=0):
+def _driver(test, host, sched, computes, fetch=None, max_age=0):
+    """A Puma driver of HOST, its plans in a directory of TEST's."""
     drv = puma_driver.PumaLibvirtDriver.__new__(
         puma_driver.PumaLibvirtDriver)
     drv._puma_host = host
     drv._puma_scheduler_api = sched
     drv._puma_compute_api = computes
-    drv._puma_plans = {}
-    drv._puma_plans_lock = threading.Lock()
+    drv._puma_plans = split_plans.SplitPlans(
+        os.path.join(test.useFixture(fixtures.TempDir()).path,
+                     split_plans.FILE), host)
+    drv._puma_lock = threading.Lock()
     drv._puma_local = threading.local()
     drv._puma_shoot4u = False
     drv._puma_exclusive_cache = False
@@ -69,7 +74,7 @@ class ProviderTreeNoRPCTest(test.NoDBTestCase):
         # Whether each ledger read happened inside update_provider_tree.
         self.fetches = []
         self.inside = False
-        self.drv = _driver('h', None, None, fetch=self._fetch)
+        self.drv = _driver(self, 'h', None, None, fetch=self._fetch)
 
     def _fetch(self, host):
         self.fetches.append(self.inside)
@@ -115,7 +120,7 @@ class ProviderTreeReservedTest(test.NoDBTestCase):
         self.useFixture(fixtures.MonkeyPatch(
             LIBVIRT + 'get_available_resource', lambda drv, node: {}))
         self.entries = []
-        self.drv = _driver('s', None, None,
+        self.drv = _driver(self, 's', None, None,
                            fetch=lambda h: list(self.entries))
         self.tree = provider_tree.ProviderTree()
         self.tree.new_root('s', uuids.rp)
@@ -178,7 +183,7 @@ class PlannedSplitTest(test.NoDBTestCase):
         self.sched = scheduler_double.SchedulerDouble(
             sub_hosts=['sub'], main_limits={'dest': 2 * GIB})
         self.computes = test_release.FakeComputes()
-        self.drv = _driver('dest', self.sched, self.computes)
+        self.drv = _driver(self, 'dest', self.sched, self.computes)
         # What POST /v1/split-migrations does before asking Nova.
         self.sched.plan_split(self.ctxt, self.uuid, 4 * GIB, 'dest', 'p')
 
@@ -193,7 +198,7 @@ class PlannedSplitTest(test.NoDBTestCase):
         self.assertEqual(set(), self.computes.running)
         # ...and the migration goes on as a plain one.
         self.drv._puma_pre_live_migration(self.ctxt, self.instance)
-        self.assertIsNone(self.drv.puma_split_plan(self.uuid))
+        self.assertIsNone(self.drv._puma_plans.get(self.uuid))
 
     def test_failed_destination_check_releases_the_plan(self):
         # e.g. the CPU comparison with the source fails.
@@ -244,7 +249,7 @@ class PlannedSplitTest(test.NoDBTestCase):
         self.drv.cleanup_live_migration_destination_check(self.ctxt, data)
         self.assertEqual('planned', self.sched.ledger[self.uuid]['state'])
         self.assertEqual({('sub', self.uuid)}, self.computes.running)
-        self.assertEqual('sub', self.drv.puma_split_plan(self.uuid)[
+        self.assertEqual('sub', self.drv._puma_plans.get(self.uuid)[
             'sub_host'])
 
     def test_plan_left_by_an_earlier_attempt_is_superseded(self):

@@ -48,7 +48,7 @@ class LifeCycleTest(test.NoDBTestCase):
         self.sched.split_state(self.ctxt, self.uuid, 'running')
         self.sched.split_state(self.ctxt, self.uuid, 'done')
         self.computes.running.add(('sub', self.uuid))
-        self.drv = test_driver_ledger._driver('dest', self.sched,
+        self.drv = test_driver_ledger._driver(self, 'dest', self.sched,
                                               self.computes)
         # Nova's libvirt methods the hooks extend, as called.
         self.called = []
@@ -124,7 +124,8 @@ class LifeCycleTest(test.NoDBTestCase):
         # the instance is evacuated from.
         self._stub('spawn')
         self.instance.task_state = task_states.REBUILD_SPAWNING
-        src = test_driver_ledger._driver('src', self.sched, self.computes)
+        src = test_driver_ledger._driver(self, 'src', self.sched,
+                                         self.computes)
         src.spawn(self.ctxt, self.instance, None, [], 'pw', {})
         self.assertEqual(['spawn'], self.called)
         self._assert_released()

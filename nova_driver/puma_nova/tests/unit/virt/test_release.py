@@ -16,12 +16,15 @@ The driver's release helpers run against the stateful scheduler double
 compute hosts' memory servers; no Nova services.
 """
 
+import os
 import threading
 
+import fixtures
 from nova import context as nova_context
 from nova import exception
 from nova import test
 
+from puma_nova.compute import split_plans
 from puma_nova.tests.functional import scheduler_double
 from puma_nova.tests.unit.virt import test_split
 from puma_nova.virt import driver as puma_driver
@@ -72,8 +75,10 @@ class ReleaseTest(test.NoDBTestCase):
         drv._puma_host = host
         drv._puma_scheduler_api = self.sched
         drv._puma_compute_api = self.computes
-        drv._puma_plans = {}
-        drv._puma_plans_lock = threading.Lock()
+        drv._puma_plans = split_plans.SplitPlans(
+            os.path.join(self.useFixture(fixtures.TempDir()).path,
+                         split_plans.FILE), host)
+        drv._puma_lock = threading.Lock()
         drv._puma_reserved = ledger.ReservedKeeper()
         drv._puma_ledger = ledger.LedgerCache(
             lambda h: self.sched.get_ledger(self.ctxt, h), 0)
@@ -102,12 +107,12 @@ class ReleaseTest(test.NoDBTestCase):
     def test_rollback_at_destination_releases_only_its_plan(self):
         self._second_hop_to_src()
         src = self._driver('src')
-        src._puma_plans[self.uuid] = {'main_host': 'src',
-                                      'sub_host': 'sub2'}
+        src._puma_plans.keep({'instance_uuid': self.uuid,
+                              'main_host': 'src', 'sub_host': 'sub2'})
         src._puma_release(self.ctxt, self.uuid, 'src', 'sub2')
         self.assertEqual({self.uuid: self.first}, self.sched.ledger)
         self.assertEqual({('sub', self.uuid)}, self.computes.running)
-        self.assertEqual({}, src._puma_plans)
+        self.assertEqual({}, src._puma_plans.list())
 
     def test_leaving_the_main_host_releases_its_split(self):
         # The instance left dest (post_live_migration_at_source, delete).

@@ -43,7 +43,7 @@ class RestartedDestinationTest(test.NoDBTestCase):
             'nova.virt.libvirt.driver.LibvirtDriver.'
             'post_live_migration_at_destination')).mock
         # A fresh driver: what nova-compute on dest has after a restart.
-        self.drv = test_driver_ledger._driver('dest', self.sched, None)
+        self.drv = test_driver_ledger._driver(self, 'dest', self.sched, None)
 
     def _post(self):
         self.drv.post_live_migration_at_destination(

@@ -41,7 +41,7 @@ def _instance(splittable=True):
 def source_driver():
     """A Puma driver with only the parts the source side uses."""
     drv = driver.PumaLibvirtDriver.__new__(driver.PumaLibvirtDriver)
-    drv._puma_plans_lock = threading.Lock()
+    drv._puma_lock = threading.Lock()
     drv._puma_source_plans = {}
     drv._puma_aborted = set()
     drv._puma_local = threading.local()

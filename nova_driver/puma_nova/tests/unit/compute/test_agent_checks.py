@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The driver checks this host's memory servers now and periodically."""
+"""The agent checks this host's memory servers now and periodically."""
 
 import threading
 from unittest import mock
@@ -18,62 +18,76 @@ import fixtures
 
 from nova import test
 
-from puma_nova.virt import driver as puma_driver
+from puma_nova.compute import agent
 
 
 class MemoryServerChecksTest(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
-        self.drv = puma_driver.PumaLibvirtDriver.__new__(
-            puma_driver.PumaLibvirtDriver)
-        self.drv._puma_stop = threading.Event()
-        self.drv._puma_supervisor = None
+        self.flags(report_interval=0, lending_tell_guests=False,
+                   group='puma')
+        self.agent = agent.ComputeAgent.__new__(agent.ComputeAgent)
+        self.agent.host = 'c'
+        self.agent.shoot4u = False
+        self.agent._libvirt = None
+        self.agent._stop = threading.Event()
+        self.agent._threads = []
+        self.agent.guest_pairs = mock.Mock()
         self.checked = threading.Semaphore(0)
-        self.drv._puma_memory_servers = mock.Mock()
+        self.agent.memory_servers = mock.Mock()
 
         def check():
             self.checked.release()
-            if self.drv._puma_memory_servers.check.call_count == 1:
+            if self.agent.memory_servers.check.call_count == 1:
                 raise OSError('state file unwritable')
             return {}
-        self.drv._puma_memory_servers.check.side_effect = check
-        self.addCleanup(self._stop)
-
-    def _stop(self):
-        self.drv._puma_stop.set()
-        if self.drv._puma_supervisor is not None:
-            self.drv._puma_supervisor.join(10)
-            self.assertFalse(self.drv._puma_supervisor.is_alive())
+        self.agent.memory_servers.check.side_effect = check
+        self.addCleanup(self.agent.stop)
 
     def test_checked_at_start_and_again_after_a_failure(self):
         self.flags(memory_server_check_interval=1, group='puma')
-        self.drv.puma_supervise_memory_servers()
+        self.agent.start()
         # The first check runs at once and fails; the loop goes on.
         for _ in range(3):
             self.assertTrue(self.checked.acquire(timeout=30))
-        self.drv._puma_stop.set()
-        self.drv._puma_supervisor.join(10)
-        self.assertFalse(self.drv._puma_supervisor.is_alive())
+        threads = list(self.agent._threads)
+        self.assertEqual(['puma-memory-servers'], [t.name for t in threads])
+        self.agent.stop()
+        self.assertFalse(any(t.is_alive() for t in threads))
 
     def test_zero_disables_the_checks(self):
         self.flags(memory_server_check_interval=0, group='puma')
-        self.drv.puma_supervise_memory_servers()
-        self.assertIsNone(self.drv._puma_supervisor)
-        self.drv._puma_memory_servers.check.assert_not_called()
+        self.agent.start()
+        self.assertEqual([], self.agent._threads)
+        self.agent.memory_servers.check.assert_not_called()
+
+    def test_stop_does_not_wait_for_a_call_in_flight(self):
+        # A report that waits for an absent scheduler (rpc_timeout) does
+        # not hold the agent's stop for longer than STOP_GRACE.
+        self.flags(memory_server_check_interval=0, group='puma')
+        release = threading.Event()
+        busy = threading.Thread(target=release.wait, name='puma-report',
+                                daemon=True)
+        busy.start()
+        self.addCleanup(release.set)
+        self.agent._threads = [busy]
+        self.useFixture(fixtures.MonkeyPatch(
+            'puma_nova.compute.agent.STOP_GRACE', 0.2))
+        self.agent.stop()
+        self.assertTrue(busy.is_alive())
+        self.assertEqual([], self.agent._threads)
 
 
 class MemoryServerWatchdogConfigTest(test.NoDBTestCase):
     """The watchdog timeout reaches the memory servers with the checks."""
 
     def _init(self):
-        drv = puma_driver.PumaLibvirtDriver.__new__(
-            puma_driver.PumaLibvirtDriver)
         self.flags(instances_path=self.useFixture(
             fixtures.TempDir()).path)
-        with mock.patch.object(puma_driver.memory_server,
+        with mock.patch.object(agent.memory_server,
                                'MemoryServers') as servers:
-            drv.puma_init_memory_servers('c')
+            agent.memory_servers()
         return servers.call_args.kwargs['watchdog_timeout']
 
     def test_default(self):

@@ -17,7 +17,7 @@ import fixtures
 from nova import objects
 from nova import test
 
-from puma_nova.virt import driver as puma_driver
+from puma_nova.compute import agent
 
 
 def _guest(uuid):
@@ -31,16 +31,15 @@ class MemoryStatsProjectTest(test.NoDBTestCase):
 
     def setUp(self):
         super().setUp()
-        self.drv = puma_driver.PumaLibvirtDriver.__new__(
-            puma_driver.PumaLibvirtDriver)
-        self.drv._host = mock.Mock()
-        self.drv._host.get_memory_mb_total.return_value = 4096
-        self.drv._host.get_memory_mb_used.return_value = 1024
-        self.drv._host.list_guests.return_value = [_guest('u1'),
-                                                   _guest('u2')]
-        self.drv._puma_memory_servers = mock.Mock()
-        self.drv._puma_memory_servers.served_mb.return_value = 0
-        self.drv._puma_shoot4u = False
+        self.agent = agent.ComputeAgent.__new__(agent.ComputeAgent)
+        self.agent._libvirt = mock.Mock()
+        self.agent._libvirt.get_memory_mb_total.return_value = 4096
+        self.agent._libvirt.get_memory_mb_used.return_value = 1024
+        self.agent._libvirt.list_guests.return_value = [
+            _guest('u1'), _guest('u2')]
+        self.agent.memory_servers = mock.Mock()
+        self.agent.memory_servers.served_mb.return_value = 0
+        self.agent.shoot4u = False
         # Nova's fixtures refuse reads of /sys.
         self.saved_mb = self.useFixture(fixtures.MockPatch(
             'puma_nova.compute.ksm.saved_mb', return_value=0)).mock
@@ -50,7 +49,7 @@ class MemoryStatsProjectTest(test.NoDBTestCase):
     @mock.patch.object(objects.InstanceList, 'get_by_filters')
     def test_each_vm_has_its_instance_project(self, get):
         get.return_value = [mock.Mock(uuid='u1', project_id='p1')]
-        vms = self.drv.puma_memory_stats()['vms']
+        vms = self.agent.memory_stats()['vms']
         self.assertEqual({'u1': 'p1', 'u2': None},
                          {vm['uuid']: vm['project_id'] for vm in vms})
         self.assertEqual({'uuid': ['u1', 'u2']}, get.call_args[0][1])
@@ -58,24 +57,24 @@ class MemoryStatsProjectTest(test.NoDBTestCase):
     @mock.patch.object(objects.InstanceList, 'get_by_filters',
                        side_effect=Exception('conductor away'))
     def test_no_instances_no_projects_no_pairs(self, get):
-        vms = self.drv.puma_memory_stats()['vms']
+        vms = self.agent.memory_stats()['vms']
         self.assertEqual([None, None], [vm['project_id'] for vm in vms])
 
     @mock.patch.object(objects.InstanceList, 'get_by_filters',
                        return_value=[])
     def test_host_reports_what_page_merging_saves(self, get):
         self.saved_mb.return_value = 612
-        self.assertEqual(612, self.drv.puma_memory_stats()['merged_mb'])
+        self.assertEqual(612, self.agent.memory_stats()['merged_mb'])
 
     @mock.patch.object(objects.InstanceList, 'get_by_filters',
                        return_value=[])
     def test_host_reports_what_exclusive_caching_saves(self, get):
         self.cache_saved_mb.return_value = 90
-        self.assertEqual(90, self.drv.puma_memory_stats()['cache_saved_mb'])
+        self.assertEqual(90, self.agent.memory_stats()['cache_saved_mb'])
         # Of the running guests' domains, with the XML their entries
         # were made from: each guest's XML is read once a report.
         (domains,), _kw = self.cache_saved_mb.call_args
-        guests = self.drv._host.list_guests.return_value
+        guests = self.agent._libvirt.list_guests.return_value
         self.assertEqual([(g._domain, '<domain/>') for g in guests],
                          domains)
         for g in guests:
@@ -84,8 +83,8 @@ class MemoryStatsProjectTest(test.NoDBTestCase):
     @mock.patch.object(objects.InstanceList, 'get_by_filters',
                        return_value=[])
     def test_a_guest_whose_xml_cannot_be_read_saves_nothing(self, get):
-        guests = self.drv._host.list_guests.return_value
+        guests = self.agent._libvirt.list_guests.return_value
         guests[0]._domain.XMLDesc.side_effect = Exception('domain gone')
-        self.assertEqual(2, len(self.drv.puma_memory_stats()['vms']))
+        self.assertEqual(2, len(self.agent.memory_stats()['vms']))
         (domains,), _kw = self.cache_saved_mb.call_args
         self.assertEqual([(guests[1]._domain, '<domain/>')], domains)
