@@ -8,8 +8,11 @@ Everything a lab makes is named after its number (namespaces ``puma-N``,
 after a test failed half-way.
 """
 
+import contextlib
 import os
 import shutil
+import signal
+import time
 
 from puma_lab import errors
 from puma_lab import netns
@@ -131,10 +134,49 @@ def _save_logs(src, dest):
                 shutil.copy(os.path.join(root, f), os.path.join(dest, rel))
 
 
+# Servers the tests start outside any namespace, with their data in the
+# run directory (nova_driver's tests: puma_nova/tests/mariadb.py and
+# rabbitmq.py).
+_RUN_SERVERS = ('mariadbd', 'beam.smp')
+
+
+def _run_servers():
+    """PIDs of the tests' servers whose data is in the run directory."""
+    found = []
+    mark = (paths.RUN.rstrip('/') + '/').encode()
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                cmd = f.read().split(b'\0')
+        except OSError:
+            continue
+        exe = os.path.basename(cmd[0].decode(errors='replace'))
+        if exe in _RUN_SERVERS and mark in b' '.join(cmd):
+            found.append(int(pid))
+    return found
+
+
 def cleanup_all():
-    """Remove every lab namespace (ending its processes) and run dir."""
+    """Remove every lab namespace (ending its processes) and run dir.
+
+    The tests' servers with their data there (a killed test process
+    leaves its MariaDB or RabbitMQ running) are ended first, by PID.
+    """
     for ns in netns.names():
         netns.delete(ns)
+    pids = _run_servers()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
     shutil.rmtree(paths.RUN, ignore_errors=True)
 
 

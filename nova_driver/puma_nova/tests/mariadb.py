@@ -14,6 +14,9 @@
 One server per test process, started on first use on a free loopback
 port with its data under /run/puma-lab and stopped by PID when the
 process exits; each test gets a database of its own, dropped after it.
+A test process that ended without its exit handlers (killed, or
+``os._exit``) leaves its server running: the next process that starts
+one stops the servers of processes that are gone.
 Tests using it skip with AVAILABLE's reason when Debian's mariadb-server
 or PyMySQL is missing (lab/setup deps installs the server without
 starting Debian's service).
@@ -62,10 +65,35 @@ def _stop(path):
     subprocess.run(['rm', '-rf', path])
 
 
+def _creator_gone(name):
+    """Whether the test process that made server NAME has ended."""
+    parts = name.split('-')
+    if len(parts) != 3 or parts[0] != 'mdb' or not parts[1].isdigit():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _stop_orphans():
+    for name in os.listdir(rabbitmq.RUN) if os.path.isdir(rabbitmq.RUN) \
+            else ():
+        if _creator_gone(name):
+            try:
+                _stop(os.path.join(rabbitmq.RUN, name))
+            except (RuntimeError, subprocess.SubprocessError):
+                pass  # another process is stopping it
+
+
 def server():
     """(data directory, port) of this process's server, started once."""
     with _LOCK:
         if not _SERVER:
+            _stop_orphans()
             with socket.socket() as s:
                 s.bind(('127.0.0.1', 0))
                 port = s.getsockname()[1]
