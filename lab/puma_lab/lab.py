@@ -140,10 +140,8 @@ def _save_logs(src, dest):
 _RUN_SERVERS = ('mariadbd', 'beam.smp')
 
 
-def _run_servers():
-    """PIDs of the tests' servers whose data is in the run directory."""
-    found = []
-    mark = (paths.RUN.rstrip('/') + '/').encode()
+def _processes():
+    """(pid, executable's name, argv as bytes) of the running processes."""
     for pid in os.listdir('/proc'):
         if not pid.isdigit():
             continue
@@ -152,10 +150,14 @@ def _run_servers():
                 cmd = f.read().split(b'\0')
         except OSError:
             continue
-        exe = os.path.basename(cmd[0].decode(errors='replace'))
-        if exe in _RUN_SERVERS and mark in b' '.join(cmd):
-            found.append(int(pid))
-    return found
+        yield pid, os.path.basename(cmd[0].decode(errors='replace')), cmd
+
+
+def _run_servers():
+    """PIDs of the tests' servers whose data is in the run directory."""
+    mark = (paths.RUN.rstrip('/') + '/').encode()
+    return [int(pid) for pid, exe, cmd in _processes()
+            if exe in _RUN_SERVERS and mark in b' '.join(cmd)]
 
 
 def cleanup_all():
@@ -253,15 +255,7 @@ def leftovers():
         if mine:
             found.append('files in %s: %s' % (paths.RUN, ', '.join(mine)))
     inodes = _ns_inodes(others)
-    for pid in os.listdir('/proc'):
-        if not pid.isdigit():
-            continue
-        try:
-            with open('/proc/%s/cmdline' % pid, 'rb') as f:
-                cmd = f.read().split(b'\0')
-        except OSError:
-            continue
-        exe = os.path.basename(cmd[0].decode(errors='replace'))
+    for pid, exe, cmd in _processes():
         if exe in ('qemu-system-x86_64', 'libvirtd') and \
                 paths.CACHE.encode() in b' '.join(cmd) and \
                 not _belongs_to(pid, cmd, others, inodes):
