@@ -104,15 +104,29 @@ class ComputeAgent(object):
         self.guest_pairs = guest_pairs.GuestPairs(
             self._domain_by_uuid, CONF.puma.lending_port,
             CONF.puma.guest_agent_timeout)
-        self.shoot4u = bool(
-            libvirt_host is not None and CONF.puma.shoot4u_allowed and
-            CONF.libvirt.virt_type in ('qemu', 'kvm') and
-            shoot4u.probe(libvirt_host.get_connection(),
-                          CONF.libvirt.virt_type))
+        self.shoot4u = self._probe_shoot4u()
         self._scheduler = scheduler_rpcapi.SchedulerAPI(
             transport, timeout=CONF.puma.rpc_timeout)
         self._stop = threading.Event()
         self._threads = []
+
+    def _probe_shoot4u(self):
+        """Whether this host's libvirt offers Shoot4U (for the report).
+
+        libvirtd may not answer yet when the agent starts: the host is
+        then reported without Shoot4U, as the driver's own probe (which
+        decides what guests get) may still find it.
+        """
+        if (self._libvirt is None or not CONF.puma.shoot4u_allowed or
+                CONF.libvirt.virt_type not in ('qemu', 'kvm')):
+            return False
+        try:
+            return bool(shoot4u.probe(self._libvirt.get_connection(),
+                                      CONF.libvirt.virt_type))
+        except Exception as e:
+            LOG.warning('Puma: Shoot4U not probed (libvirt: %s); reported '
+                        'as unavailable', e)
+            return False
 
     # Life cycle -----------------------------------------------------
 

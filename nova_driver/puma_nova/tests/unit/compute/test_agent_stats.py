@@ -88,3 +88,38 @@ class MemoryStatsProjectTest(test.NoDBTestCase):
         self.assertEqual(2, len(self.agent.memory_stats()['vms']))
         (domains,), _kw = self.cache_saved_mb.call_args
         self.assertEqual([(guests[1]._domain, '<domain/>')], domains)
+
+
+class Shoot4UProbeTest(test.NoDBTestCase):
+    """The agent reports Shoot4U from its own probe of libvirt."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(instances_path=self.useFixture(fixtures.TempDir()).path)
+        self.flags(virt_type='kvm', group='libvirt')
+        self.useFixture(fixtures.MockPatch(
+            'puma_nova.scheduler.rpcapi.SchedulerAPI'))
+
+    def _agent(self, libvirt_host):
+        return agent.ComputeAgent('h1', libvirt_host, mock.Mock())
+
+    @mock.patch('puma_nova.virt.shoot4u.probe', return_value=True)
+    def test_probed(self, probe):
+        host = mock.Mock()
+        self.assertTrue(self._agent(host).shoot4u)
+        probe.assert_called_once_with(host.get_connection.return_value,
+                                      'kvm')
+
+    @mock.patch('puma_nova.virt.shoot4u.probe')
+    def test_libvirt_not_answering_yet_reports_it_unavailable(self, probe):
+        host = mock.Mock()
+        host.get_connection.side_effect = Exception('libvirtd not up')
+        self.assertFalse(self._agent(host).shoot4u)
+        probe.assert_not_called()
+
+    @mock.patch('puma_nova.virt.shoot4u.probe')
+    def test_not_allowed_or_no_libvirt_is_not_probed(self, probe):
+        self.assertFalse(self._agent(None).shoot4u)
+        self.flags(shoot4u_allowed=False, group='puma')
+        self.assertFalse(self._agent(mock.Mock()).shoot4u)
+        probe.assert_not_called()
