@@ -48,7 +48,9 @@
  * --inject-stale is a self-test: once, a third into the run, the tool
  * rewrites one block of file 0 with its previous generation (or data into
  * a hole) without updating the expected state, and stops writing to that
- * file, so the readers and the final pass must report it.
+ * file, so the readers and the final pass must report it.  A run whose
+ * writers never came to file 0 after that point injects it before the
+ * final pass.
  *
  * Exit status: 0 all verified, 2 mismatches found, 1 usage, set-up or I/O
  * errors (including a failed -x command).  The last line of output is
@@ -1055,6 +1057,20 @@ int main(int argc, char **argv)
 		pthread_join(drop_tid, NULL);
 	if (cfg.hook)
 		pthread_join(hook_tid, NULL);
+
+	/*
+	 * --inject-stale where no writer reached file 0 after a third of the
+	 * run (none runs, or a loaded host starved them): inject now, so that
+	 * the self-test never passes for want of a fault.
+	 */
+	if (cfg.inject && !get(&n_injected)) {
+		if (posix_memalign(&buf, BLK, MAX_RUN * BLK))
+			return 1;
+		pthread_rwlock_wrlock(&files[0].lock);
+		inject_stale(&files[0], buf);
+		pthread_rwlock_unlock(&files[0].lock);
+		free(buf);
+	}
 
 	/* Final pass: every block of every file, from disk if -D. */
 	if (cfg.drop_every > 0) {
