@@ -59,12 +59,6 @@ def state_dir():
     return os.path.join(CONF.instances_path, 'puma')
 
 
-def plans_for(host):
-    """The split plans HOST keeps (shared by nova-compute and agent)."""
-    return split_plans.SplitPlans(split_plans.path(CONF.instances_path),
-                                  host)
-
-
 def memory_servers():
     """This host's memory servers, as [puma] configures them."""
     return memory_server.MemoryServers(
@@ -88,15 +82,16 @@ class ComputeAgent(object):
     :param host: this host's Nova name ([DEFAULT] host).
     :param libvirt_host: nova.virt.libvirt.host.Host of this host's
         libvirtd, or None on a host without one (a sub host that only
-        serves memory: it reports no guests).
+        serves memory: it has no statistics to give).
     :param transport: oslo.messaging transport of the scheduler client.
-    :param plans: SplitPlans (default: plans_for(host)).
     """
 
-    def __init__(self, host, libvirt_host, transport, plans=None):
+    def __init__(self, host, libvirt_host, transport):
         self.host = host
         self._libvirt = libvirt_host
-        self.plans = plans if plans is not None else plans_for(host)
+        # Shared with the host's nova-compute (split_plans).
+        self.plans = split_plans.SplitPlans(
+            split_plans.path(CONF.instances_path), host)
         self.memory_servers = memory_servers()
         self.lending = lending.LendingChannel(
             CONF.puma.lending_bridge, CONF.puma.lending_table,
@@ -138,7 +133,7 @@ class ComputeAgent(object):
         loops = []
         if CONF.puma.memory_server_check_interval:
             loops.append(('puma-memory-servers', self._check_loop))
-        if CONF.puma.report_interval:
+        if CONF.puma.report_interval and self._libvirt is not None:
             loops.append(('puma-report', self._report_loop))
         if CONF.puma.lending_tell_guests and self._libvirt is not None:
             loops.append(('puma-guest-pairs', self._guest_pairs_loop))
@@ -238,12 +233,12 @@ class ComputeAgent(object):
 
     def memory_stats(self):
         """This host's figures and VMs, as report_host sends them."""
-        if self._libvirt is not None:
-            total = self._libvirt.get_memory_mb_total()
-            free = total - self._libvirt.get_memory_mb_used()
-            guests = self._libvirt.list_guests(only_running=True)
-        else:
-            total, free, guests = _meminfo_mb()
+        if self._libvirt is None:
+            raise RuntimeError('host %s has no libvirt: no memory '
+                               'statistics' % self.host)
+        total = self._libvirt.get_memory_mb_total()
+        free = total - self._libvirt.get_memory_mb_used()
+        guests = self._libvirt.list_guests(only_running=True)
         lendable = max(0, free - CONF.puma.free_ram_margin_mb)
         if CONF.puma.lendable_max_mb:
             lendable = min(lendable, max(
@@ -288,13 +283,3 @@ class ComputeAgent(object):
                         'project and not paired', e)
             return {}
         return {inst.uuid: inst for inst in found}
-
-
-def _meminfo_mb(path='/proc/meminfo'):
-    """(total, available MiB, no guests) of a host without libvirtd."""
-    fields = {}
-    with open(path) as f:
-        for line in f:
-            key, _, value = line.partition(':')
-            fields[key] = int(value.split()[0]) // 1024
-    return fields['MemTotal'], fields['MemAvailable'], []
